@@ -1,0 +1,10 @@
+#!/usr/bin/env bash
+# The whole test suite, from a clean clone: setup (idempotent), static checks, unit and integration tests.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+bash scripts/setup.sh --test
+echo "== typecheck";   npx tsc -p tsconfig.json --noEmit
+echo "== lint";        npx eslint .
+echo "== generated";   if [ -f scripts/check-generated.sh ]; then bash scripts/check-generated.sh; fi
+echo "== unit";        npx vitest run --project unit
+echo "== integration"; npx vitest run --project integration

@@ -1,0 +1,29 @@
+/** Where smol keeps its state. Everything is under $SMOL_HOME so tests can point it at a temp dir. */
+import os from 'node:os';
+import path from 'node:path';
+import { fileURLToPath } from 'node:url';
+
+export function smolHome(env: NodeJS.ProcessEnv = process.env): string {
+  if (env.SMOL_HOME) return path.resolve(env.SMOL_HOME);
+  const xdg = env.XDG_DATA_HOME || path.join(os.homedir(), '.local', 'share');
+  return path.join(xdg, 'smol');
+}
+
+/** The project root (where package.json, shims/ and scripts/ live), from src/ or dist/. */
+export const projectRoot: string = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '..', '..');
+
+export const dataPaths = (home = smolHome()) => ({
+  home,
+  registry: path.join(home, 'smol.db'),
+  machines: path.join(home, 'machines'),
+  images: path.join(home, 'images'),
+  kernel: path.join(home, 'kernel'),
+  cache: path.join(home, 'cache'),
+  run: path.join(home, 'run'),
+});
+
+/** Native build outputs (agent, shims, fake driver) from `npm run build`. */
+export const buildPaths = {
+  root: path.join(projectRoot, 'build'),
+  agent: path.join(projectRoot, 'build', 'smol-agent'),
+};
