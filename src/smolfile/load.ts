@@ -1,0 +1,66 @@
+/** Reads a Smolfile and maps schema errors back to YAML line numbers so users can find them. */
+import fs from 'node:fs';
+import path from 'node:path';
+import { LineCounter, parseDocument, isMap, isSeq, type Node } from 'yaml';
+import { NotFoundError, ValidationError, type Issue } from '../errors/index.js';
+import { smolfileSchema, type Smolfile } from './schema.js';
+
+export interface LoadedSmolfile { file: string; dir: string; spec: Smolfile }
+
+function nodeAt(root: Node | null, p: PropertyKey[]): Node | null {
+  let node: Node | null = root;
+  for (const key of p) {
+    if (isMap(node)) {
+      const pair = node.items.find((it) => (it.key as { value?: unknown })?.value === key);
+      node = (pair?.value as Node | undefined) ?? (pair?.key as Node | undefined) ?? null;
+    } else if (isSeq(node) && typeof key === 'number') {
+      node = (node.items[key] as Node | undefined) ?? null;
+    } else return node;
+  }
+  return node;
+}
+
+function keyNode(root: Node | null, parent: PropertyKey[], key: string): Node | null {
+  const n = nodeAt(root, parent);
+  if (!isMap(n)) return null;
+  return (n.items.find((it) => (it.key as { value?: unknown })?.value === key)?.key as Node | undefined) ?? null;
+}
+
+export function parseSmolfile(text: string, file = 'Smolfile'): Smolfile {
+  const lc = new LineCounter();
+  const doc = parseDocument(text, { lineCounter: lc, prettyErrors: false });
+  const line = (n: Node | null | undefined) => (n?.range ? lc.linePos(n.range[0]).line : undefined);
+  if (doc.errors.length) {
+    const e = doc.errors[0];
+    const pos = e.linePos?.[0];
+    throw new ValidationError(`${file} is not valid YAML: ${e.message.split('\n')[0]}`, [], { where: pos ? `${file}:${pos.line}` : file });
+  }
+  const raw = doc.toJS() ?? {};
+  const res = smolfileSchema.safeParse(raw);
+  if (res.success) return res.data;
+  const issues: Issue[] = [];
+  for (const i of res.error.issues) {
+    if (i.code === 'unrecognized_keys') {
+      for (const k of i.keys) {
+        const ln = line(keyNode(doc.contents as Node, i.path, k));
+        const at = [...i.path, k].join('.');
+        issues.push({ path: `${file}:${ln ?? '?'} ${at}`, message: `unknown key "${k}"; see Smolfile.example for the fields` });
+      }
+      continue;
+    }
+    const ln = line(nodeAt(doc.contents as Node, i.path));
+    issues.push({ path: `${file}:${ln ?? '?'} ${i.path.join('.') || '(root)'}`, message: i.message });
+  }
+  throw new ValidationError(`${file} is invalid`, issues, { where: file, hint: 'Fix the fields listed above; every field is documented in Smolfile.example.' });
+}
+
+export function loadSmolfile(file: string): LoadedSmolfile {
+  const abs = path.resolve(file);
+  let text: string;
+  try {
+    text = fs.readFileSync(abs, 'utf8');
+  } catch {
+    throw new NotFoundError(`Smolfile not found: ${file}`, { hint: 'Pass an existing file with -s, or copy Smolfile.example.' });
+  }
+  return { file: abs, dir: path.dirname(abs), spec: parseSmolfile(text, path.basename(abs)) };
+}

@@ -1,0 +1,41 @@
+/** CLI flags over a Smolfile: scalars from flags win, lists and env concatenate (flags last). */
+import path from 'node:path';
+import type { Smolfile } from './schema.js';
+import { smolfileSchema } from './schema.js';
+
+export interface MachineOverrides {
+  image?: string;
+  cpus?: number;
+  memory?: number;
+  net?: boolean;
+  gpu?: boolean;
+  forkable?: boolean;
+  env?: Record<string, string>;
+  workdir?: string;
+  init?: string[];
+  command?: string[];
+}
+
+export function mergeSpec(base: Smolfile | undefined, baseDir: string | undefined, o: MachineOverrides): Smolfile {
+  const spec = base ?? smolfileSchema.parse({});
+  const image = o.image ?? resolveImageRef(spec.image, baseDir);
+  return {
+    ...spec,
+    image,
+    cpus: o.cpus ?? spec.cpus,
+    memory: o.memory ?? spec.memory,
+    net: o.net ?? spec.net,
+    gpu: o.gpu ?? spec.gpu,
+    fork: { enabled: o.forkable ?? spec.fork.enabled },
+    env: { ...spec.env, ...(o.env ?? {}) },
+    workdir: o.workdir ?? spec.workdir,
+    init: [...spec.init, ...(o.init ?? [])],
+    command: o.command ?? spec.command,
+  };
+}
+
+/** Image paths in a Smolfile are relative to the Smolfile, not to the caller's cwd. */
+function resolveImageRef(ref: string, baseDir: string | undefined): string {
+  if (ref === 'default' || !baseDir || path.isAbsolute(ref)) return ref;
+  return path.resolve(baseDir, ref);
+}

@@ -1,0 +1,61 @@
+/** The Smolfile: a YAML declaration of a machine. Unknown keys are errors (Firecracker's rule). */
+import { z } from 'zod';
+
+/** "512", "512M", "1G", "1.5GiB" → MiB. A bare number is MiB. */
+export function parseMemoryMiB(v: string | number): number {
+  if (typeof v === 'number') return v;
+  const m = /^\s*(\d+(?:\.\d+)?)\s*(k|m|g|t)?(i?b)?\s*$/i.exec(v);
+  if (!m) return Number.NaN;
+  const n = Number(m[1]);
+  const unit = (m[2] ?? 'm').toLowerCase();
+  const mul = unit === 'k' ? 1 / 1024 : unit === 'm' ? 1 : unit === 'g' ? 1024 : 1024 * 1024;
+  return Math.round(n * mul);
+}
+
+export const memorySchema = z
+  .union([z.number(), z.string()])
+  .transform((v, ctx) => {
+    const mib = parseMemoryMiB(v);
+    if (!Number.isFinite(mib)) {
+      ctx.addIssue({ code: 'custom', message: `"${v}" is not a size; use MiB as a number or a string like "512M" or "1G"` });
+      return z.NEVER;
+    }
+    return mib;
+  })
+  .pipe(z.number().int().min(64, 'memory must be at least 64 MiB').max(1024 * 1024, 'memory must be at most 1 TiB'));
+
+export const cpusSchema = z.number().int('cpus must be a whole number').min(1, 'cpus must be at least 1').max(64, 'cpus must be at most 64');
+
+const envName = /^[A-Za-z_][A-Za-z0-9_]*$/;
+/** env as a map {K: V} or a list ["K=V"]; both become a map. */
+export const envSchema = z
+  .union([
+    z.record(z.string().regex(envName, 'environment names are letters, digits and _'), z.union([z.string(), z.number(), z.boolean()]).transform(String)),
+    z.array(z.string().regex(/^[A-Za-z_][A-Za-z0-9_]*=/, 'each entry must look like NAME=value')),
+  ])
+  .transform((v) => (Array.isArray(v) ? Object.fromEntries(v.map((e) => [e.slice(0, e.indexOf('=')), e.slice(e.indexOf('=') + 1)])) : v));
+
+export const smolfileSchema = z
+  .object({
+    /** 'default' (busybox + agent), a rootfs directory, or a `docker save`/OCI tarball; relative to the Smolfile. */
+    image: z.string().min(1).default('default'),
+    cpus: cpusSchema.default(1),
+    memory: memorySchema.default(256),
+    /** User-mode networking; off by default so a guest has no route out. */
+    net: z.boolean().default(false),
+    env: envSchema.default({}),
+    workdir: z.string().startsWith('/', 'workdir must be an absolute guest path').default('/'),
+    /** Shell commands run once, at the machine's first boot. */
+    init: z.array(z.string().min(1)).default([]),
+    /** Command for `smol run` when none is given. */
+    command: z.array(z.string()).optional(),
+    gpu: z.boolean().default(false),
+    fork: z.object({ enabled: z.boolean().default(false) }).strict().default({ enabled: false }),
+    /** Root disk size for persistent machines (the overlay's virtual size). */
+    disk: z.union([z.number(), z.string()]).optional().transform((v) => (v === undefined ? undefined : parseMemoryMiB(v)))
+      .pipe(z.number().int().min(16, 'disk must be at least 16 MiB').optional()),
+  })
+  .strict();
+
+export type Smolfile = z.output<typeof smolfileSchema>;
+export type SmolfileInput = z.input<typeof smolfileSchema>;
