@@ -1,0 +1,99 @@
+/** The QEMU backend: microvm, detached with -daemonize so machines outlive the CLI that started them. */
+import { rm, mkdir, readFile } from 'node:fs/promises';
+import path from 'node:path';
+import { run } from '../../util/exec.js';
+import { BootError, ValidationError, mapFsError } from '../../errors/index.js';
+import { buildQemuArgs, type ChannelSpec } from '../qemu/args.js';
+import { buildCmdline } from '../qemu/cmdline.js';
+import { QmpClient } from '../qemu/qmp.js';
+import { AGENT_VSOCK_PORT } from '../image/init-script.js';
+import { isRunning, waitGone } from './process.js';
+import type { LaunchResult, LaunchSpec, VmBackend } from './types.js';
+
+const UNIX_PATH_MAX = 107;
+
+export interface QemuBackendOptions {
+  qemuPath: string;
+  accel: 'kvm' | 'tcg';
+  /** Host TSC kHz for tsc_early_khz under TCG (null: unknown; boots may then hang now and then). */
+  tscKhz: number | null;
+  vhostVsock: boolean;
+}
+
+export class QemuBackend implements VmBackend {
+  readonly name = 'qemu';
+  readonly accel: 'kvm' | 'tcg';
+  constructor(private readonly o: QemuBackendOptions) { this.accel = o.accel; }
+
+  async launch(spec: LaunchSpec): Promise<LaunchResult> {
+    const runDir = spec.runDir ?? spec.machineDir;
+    const useVsock = spec.channel === 'vsock' || (spec.channel === 'auto' && this.o.vhostVsock);
+    if (spec.channel === 'vsock' && !this.o.vhostVsock) {
+      throw new ValidationError('vsock channel requested but /dev/vhost-vsock is unavailable', [{ path: 'channel', message: 'use "serial" or "auto"' }]);
+    }
+    const ports = Math.max(1, spec.ports ?? 1);
+    const qmpPath = path.join(runDir, 'qmp.sock');
+    const channelPaths = useVsock ? [] : Array.from({ length: ports }, (_, i) => path.join(runDir, `agent${i}.sock`));
+    for (const p of [qmpPath, ...channelPaths]) {
+      if (Buffer.byteLength(p) > UNIX_PATH_MAX) {
+        throw new ValidationError(`socket path too long (${Buffer.byteLength(p)} bytes, max ${UNIX_PATH_MAX})`, [{ path: 'runDir', message: p }], { hint: 'Pass a shorter runDir (e.g. under /tmp).' });
+      }
+    }
+    const consoleLogPath = path.join(spec.machineDir, 'console.log');
+    const pidfilePath = path.join(spec.machineDir, 'qemu.pid');
+    await mkdir(runDir, { recursive: true }).catch((e) => { throw mapFsError(e, 'creating the run directory'); });
+    await Promise.all([qmpPath, pidfilePath, ...channelPaths].map((p) => rm(p, { force: true })));
+    const vsockCid = spec.vsockCid ?? 3;
+    const channel: ChannelSpec = useVsock ? { kind: 'vsock', cid: vsockCid } : { kind: 'serial', socketPaths: channelPaths };
+    const cmdline = buildCmdline({
+      accel: this.accel, tscKhz: this.o.tscKhz, net: spec.net, root: spec.rootDisk ? 'vda' : null, vsock: useVsock,
+      ports, hostname: spec.hostname, test: spec.testHook, extra: spec.extraCmdline,
+    });
+    const argv = buildQemuArgs({
+      accel: this.accel, kernelPath: spec.kernelPath, initrdPath: spec.initrdPath, cmdline,
+      memoryMiB: spec.memoryMiB, cpus: spec.cpus, disks: spec.disks, channel, net: spec.net,
+      qmpSocketPath: qmpPath, consoleLogPath, appendConsole: spec.appendConsole, pidfilePath, daemonize: true,
+      memoryBackend: spec.memoryBackend, incomingDefer: spec.incomingDefer, name: spec.name,
+    });
+    // with -daemonize the parent exits once the machine is set up, so errors (bad disk, busy socket) surface here
+    const r = await run(this.o.qemuPath, argv, { allowFailure: true, timeoutMs: 60_000 });
+    if (r.exitCode !== 0) {
+      throw new BootError(`boot failed: QEMU exited with ${r.exitCode}${spec.name ? ` for machine "${spec.name}"` : ''}: ${r.stderr.trim().split('\n').slice(-3).join(' ')}`, { where: spec.name });
+    }
+    const pid = Number((await readFile(pidfilePath, 'utf8').catch(() => '')).trim());
+    if (!Number.isInteger(pid) || pid <= 1) throw new BootError(`boot failed: QEMU wrote no pidfile at ${pidfilePath}`, { where: spec.name });
+    return {
+      pid, accel: this.accel, qmpPath, channelPaths, channelPath: channelPaths[0] ?? null,
+      vsock: useVsock ? { cid: vsockCid, port: AGENT_VSOCK_PORT } : null, consoleLogPath, pidfilePath, argv, cmdline,
+    };
+  }
+
+  isAlive(pid: number): boolean {
+    return isRunning(pid, 'qemu-system');
+  }
+
+  async kill(pid: number, graceMs = 2000): Promise<void> {
+    if (!this.isAlive(pid)) return;
+    try { process.kill(pid, 'SIGTERM'); } catch { return; }
+    if (await waitGone(pid, 'qemu-system', graceMs)) return;
+    try { process.kill(pid, 'SIGKILL'); } catch { return; }
+    await waitGone(pid, 'qemu-system', 5000);
+  }
+
+  waitExit(pid: number, timeoutMs: number): Promise<boolean> {
+    return waitGone(pid, 'qemu-system', timeoutMs);
+  }
+
+  async quit(qmpPath: string, pid: number, timeoutMs = 5000): Promise<void> {
+    if (!this.isAlive(pid)) return;
+    const start = Date.now();
+    try {
+      const qmp = await QmpClient.connect(qmpPath, Math.min(2000, timeoutMs));
+      // QEMU may close the socket before or after replying; either way it is on its way out
+      await qmp.execute('quit', undefined, timeoutMs).catch(() => undefined);
+      qmp.close();
+    } catch { /* no QMP: fall through to signals */ }
+    if (await this.waitExit(pid, Math.max(100, timeoutMs - (Date.now() - start)))) return;
+    await this.kill(pid, 1000);
+  }
+}

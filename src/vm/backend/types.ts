@@ -1,0 +1,68 @@
+/**
+ * The seam between smol and a hypervisor. QEMU is the only implementation (Firecracker and libkrun need KVM
+ * and are not installable here); the interface keeps what is QEMU-specific out of callers.
+ */
+import type { DiskSpec, MemoryBackendSpec } from '../qemu/args.js';
+
+export type { DiskSpec, MemoryBackendSpec };
+
+export interface LaunchSpec {
+  /** Caller-owned, existing directory for the console log and pidfile. */
+  machineDir: string;
+  /** Directory for unix sockets (paths must stay under 108 bytes); defaults to machineDir. */
+  runDir?: string;
+  name?: string;
+  kernelPath: string;
+  initrdPath: string;
+  memoryMiB: number;
+  cpus: number;
+  /** The first disk is the guest's /dev/vda; set rootDisk to boot into it. */
+  disks?: readonly DiskSpec[];
+  rootDisk?: boolean;
+  net?: boolean;
+  /** 'serial' (default) works everywhere; 'vsock' needs /dev/vhost-vsock; 'auto' picks vsock when present. */
+  channel?: 'serial' | 'vsock' | 'auto';
+  /** Number of virtio-serial agent ports (smol.0 …); default 1. */
+  ports?: number;
+  /** Guest CID for vsock; default derived from the pid-free machine name is the caller's job, else 3. */
+  vsockCid?: number;
+  memoryBackend?: MemoryBackendSpec;
+  incomingDefer?: boolean;
+  hostname?: string;
+  /** TEST ONLY: run /init's marker hook instead of the agent (see image/init-script.ts). */
+  testHook?: { marker: string; sleepSeconds?: number };
+  extraCmdline?: readonly string[];
+  /** Keep the console log from earlier boots instead of truncating it. */
+  appendConsole?: boolean;
+}
+
+export interface LaunchResult {
+  pid: number;
+  accel: 'kvm' | 'tcg';
+  qmpPath: string;
+  /** virtio-serial sockets in port order (smol.0 first); empty for vsock. */
+  channelPaths: string[];
+  /** First channel socket, or null for vsock. */
+  channelPath: string | null;
+  vsock: { cid: number; port: number } | null;
+  consoleLogPath: string;
+  pidfilePath: string;
+  /** Exactly what QEMU was started with (record it with snapshots: state is only valid for the same setup). */
+  argv: string[];
+  cmdline: string;
+}
+
+export interface VmBackend {
+  readonly name: string;
+  readonly accel: 'kvm' | 'tcg';
+  /** Start a machine detached from this process; resolves once QEMU has daemonized and written its pidfile. */
+  launch(spec: LaunchSpec): Promise<LaunchResult>;
+  /** True while the process exists, is not a zombie, and is this backend's VMM (not a recycled pid). */
+  isAlive(pid: number): boolean;
+  /** SIGTERM, then SIGKILL after graceMs; resolves when the process is gone. */
+  kill(pid: number, graceMs?: number): Promise<void>;
+  /** Resolves true when the process exited within timeoutMs. */
+  waitExit(pid: number, timeoutMs: number): Promise<boolean>;
+  /** Ask the VMM to quit over its control socket (QMP), then wait for the process to go. */
+  quit(qmpPath: string, pid: number, timeoutMs?: number): Promise<void>;
+}

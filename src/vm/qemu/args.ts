@@ -1,0 +1,107 @@
+/**
+ * The QEMU command line for one microvm, as a pure function of its inputs so it can be unit-tested and
+ * recorded next to a snapshot. microvm + PVH vmlinux + trimmed cmdline is the fastest TCG boot measured
+ * (DESIGN.md §2); devices are virtio-mmio, so every -device here is a *-device, never *-pci.
+ */
+export interface DiskSpec {
+  /** qcow2 (usually a per-machine overlay) or raw file. */
+  path: string;
+  format?: 'qcow2' | 'raw';
+  readOnly?: boolean;
+  /** 'unsafe' only for throwaway disks (DESIGN.md §3). */
+  cache?: 'writeback' | 'none' | 'unsafe';
+  /** QEMU drive id; the fork code passes it to blockdev-snapshot-sync. Defaults to disk0, disk1, … */
+  id?: string;
+}
+
+export interface MemoryBackendSpec {
+  /** A file (usually under /dev/shm) holding guest RAM, so it can be mapped by clones (DESIGN.md §3). */
+  path: string;
+  /** true for a fork parent/template (MAP_SHARED); false for a clone mapping it copy-on-write. */
+  share: boolean;
+}
+
+/**
+ * virtio-serial: one port per host unix socket, named smol.0, smol.1, … (the guest runs one agent per port,
+ * so several host processes can hold sessions at once). vsock: one device; the agent listens on a port.
+ */
+export type ChannelSpec =
+  | { kind: 'serial'; socketPaths: readonly string[] }
+  | { kind: 'vsock'; cid: number };
+
+export const serialPortName = (i: number): string => `smol.${i}`;
+
+export interface QemuArgsInput {
+  accel: 'kvm' | 'tcg';
+  kernelPath: string;
+  initrdPath: string;
+  cmdline: string;
+  memoryMiB: number;
+  cpus: number;
+  disks?: readonly DiskSpec[];
+  channel: ChannelSpec;
+  net?: boolean;
+  qmpSocketPath: string;
+  consoleLogPath: string;
+  /** Append to the console log instead of truncating it. */
+  appendConsole?: boolean;
+  pidfilePath?: string;
+  /** Detach: QEMU forks after initialising, so the machine outlives the CLI. */
+  daemonize?: boolean;
+  memoryBackend?: MemoryBackendSpec;
+  /** Start paused waiting for `migrate-incoming` over QMP (restore and fork). */
+  incomingDefer?: boolean;
+  name?: string;
+}
+
+export function buildQemuArgs(i: QemuArgsInput): string[] {
+  if (!Number.isInteger(i.memoryMiB) || i.memoryMiB < 64) throw new RangeError(`memoryMiB must be an integer ≥ 64, got ${i.memoryMiB}`);
+  if (!Number.isInteger(i.cpus) || i.cpus < 1) throw new RangeError(`cpus must be an integer ≥ 1, got ${i.cpus}`);
+  // microvm's defaults otherwise (PIT and PIC on): the measured 0-hangs-in-30 recipe used them
+  const machine = ['microvm', 'rtc=on', 'isa-serial=on'];
+  const a: string[] = [];
+  if (i.name) a.push('-name', opt(i.name));
+  if (i.memoryBackend) {
+    const mb = i.memoryBackend;
+    a.push('-object', `memory-backend-file,id=mem,size=${i.memoryMiB}M,mem-path=${opt(mb.path)},share=${mb.share ? 'on' : 'off'}`);
+    machine.push('memory-backend=mem');
+  }
+  a.push('-machine', machine.join(','));
+  a.push(...(i.accel === 'kvm' ? ['-accel', 'kvm', '-cpu', 'host'] : ['-accel', 'tcg', '-cpu', 'max']));
+  a.push('-m', `${i.memoryMiB}M`, '-smp', String(i.cpus));
+  // -nographic would tie the serial port to stdio, which -daemonize forbids; -display none + a file chardev
+  // gives the same headless machine with a console log that `smol logs` can read after we detach.
+  a.push('-nodefaults', '-no-user-config', '-display', 'none', '-no-reboot');
+  a.push('-chardev', `file,id=con0,path=${opt(i.consoleLogPath)}${i.appendConsole ? ',append=on' : ''}`, '-serial', 'chardev:con0');
+  a.push('-kernel', i.kernelPath, '-initrd', i.initrdPath, '-append', i.cmdline);
+  (i.disks ?? []).forEach((d, n) => {
+    const id = d.id ?? `disk${n}`;
+    const drive = [`id=${opt(id)}`, `file=${opt(d.path)}`, `format=${d.format ?? 'qcow2'}`, 'if=none', `cache=${d.cache ?? 'writeback'}`];
+    if (d.readOnly) drive.push('read-only=on');
+    a.push('-drive', drive.join(','), '-device', `virtio-blk-device,drive=${opt(id)}`);
+  });
+  if (i.channel.kind === 'serial') {
+    if (i.channel.socketPaths.length < 1) throw new RangeError('a serial channel needs at least one socket path');
+    if (i.channel.socketPaths.length > 30) throw new RangeError('at most 30 serial ports');
+    a.push('-device', 'virtio-serial-device');
+    i.channel.socketPaths.forEach((p, n) => {
+      a.push('-chardev', `socket,id=ch${n},path=${opt(p)},server=on,wait=off`,
+        '-device', `virtserialport,chardev=ch${n},name=${serialPortName(n)}`);
+    });
+  } else {
+    if (!Number.isInteger(i.channel.cid) || i.channel.cid < 3) throw new RangeError(`vsock cid must be an integer ≥ 3, got ${i.channel.cid}`);
+    a.push('-device', `vhost-vsock-device,guest-cid=${i.channel.cid}`);
+  }
+  if (i.net) a.push('-netdev', 'user,id=net0', '-device', 'virtio-net-device,netdev=net0');
+  else a.push('-nic', 'none');
+  a.push('-qmp', `unix:${opt(i.qmpSocketPath)},server=on,wait=off`);
+  if (i.incomingDefer) a.push('-incoming', 'defer');
+  if (i.daemonize) a.push('-daemonize');
+  if (i.pidfilePath) a.push('-pidfile', i.pidfilePath);
+  return a;
+}
+
+/** QEMU option values are comma-separated; a literal comma is written twice. */
+export function opt(v: string): string {
+  return v.replace(/,/g, ',,');
+}

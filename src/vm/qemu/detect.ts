@@ -1,0 +1,33 @@
+/** What this host offers QEMU: the binaries, KVM, vhost-vsock. Each probe is cheap and side-effect free. */
+import { constants } from 'node:fs';
+import { access, open } from 'node:fs/promises';
+import { run, which } from '../../util/exec.js';
+
+export const QEMU_SYSTEM = 'qemu-system-x86_64';
+export const QEMU_IMG = 'qemu-img';
+
+/** KVM is usable only when /dev/kvm opens read-write (existing but unopenable is common in containers). */
+export async function kvmUsable(dev = '/dev/kvm'): Promise<{ ok: boolean; reason?: string }> {
+  try {
+    const fh = await open(dev, constants.O_RDWR);
+    await fh.close();
+    return { ok: true };
+  } catch (e) {
+    const code = (e as NodeJS.ErrnoException).code;
+    return { ok: false, reason: code === 'ENOENT' ? `${dev} does not exist` : `${dev} cannot be opened read-write (${code})` };
+  }
+}
+
+export async function vhostVsockAvailable(dev = '/dev/vhost-vsock'): Promise<boolean> {
+  return access(dev, constants.R_OK | constants.W_OK).then(() => true, () => false);
+}
+
+export interface QemuInstall { path: string; version: string }
+
+export async function findQemu(): Promise<QemuInstall | null> {
+  const p = await which(QEMU_SYSTEM);
+  if (!p) return null;
+  const r = await run(p, ['--version'], { allowFailure: true, timeoutMs: 10_000 });
+  const version = /version (\S+)/.exec(r.stdout)?.[1] ?? 'unknown';
+  return { path: p, version };
+}
