@@ -1,0 +1,74 @@
+/**
+ * Content-addressed storage for large payloads (prompts, outputs, traces, trajectories). The ledger stores
+ * only the digest; the bytes live at blobs/<aa>/<rest>. Writes go to a temp file, are fsynced and renamed,
+ * so a reader never sees a partial blob and a crash leaves at most an orphaned temp file.
+ */
+import { createHash, randomBytes } from 'node:crypto';
+import fs from 'node:fs';
+import path from 'node:path';
+import { IntegrityError } from './errors.js';
+import { mapFsError } from '../errors/index.js';
+
+const DIGEST_RE = /^sha256:[0-9a-f]{64}$/;
+
+export function digestOf(data: Buffer | string): string {
+  return 'sha256:' + createHash('sha256').update(data).digest('hex');
+}
+
+export function isDigest(s: string): boolean {
+  return DIGEST_RE.test(s);
+}
+
+export class BlobStore {
+  constructor(readonly dir: string, private readonly durable = true) {
+    fs.mkdirSync(dir, { recursive: true });
+  }
+
+  pathOf(digest: string): string {
+    if (!isDigest(digest)) throw new IntegrityError(`not a blob digest: ${digest}`, { where: 'blob reference' });
+    const hex = digest.slice(7);
+    return path.join(this.dir, hex.slice(0, 2), hex.slice(2));
+  }
+
+  has(digest: string): boolean {
+    return fs.existsSync(this.pathOf(digest));
+  }
+
+  put(data: Buffer | string): string {
+    const digest = digestOf(data);
+    const dest = this.pathOf(digest);
+    if (fs.existsSync(dest)) return digest;
+    try {
+      fs.mkdirSync(path.dirname(dest), { recursive: true });
+      const tmp = `${dest}.${randomBytes(6).toString('hex')}.tmp`;
+      const fd = fs.openSync(tmp, 'w');
+      try {
+        fs.writeSync(fd, typeof data === 'string' ? Buffer.from(data) : data);
+        if (this.durable) fs.fsyncSync(fd);
+      } finally {
+        fs.closeSync(fd);
+      }
+      fs.renameSync(tmp, dest);
+    } catch (err) {
+      throw mapFsError(err, `storing blob ${digest}`);
+    }
+    return digest;
+  }
+
+  /** Reads and verifies a blob; a digest mismatch means on-disk corruption. */
+  get(digest: string): Buffer {
+    let data: Buffer;
+    try {
+      data = fs.readFileSync(this.pathOf(digest));
+    } catch (err) {
+      if ((err as NodeJS.ErrnoException).code === 'ENOENT') throw new IntegrityError(`blob ${digest} is missing`, { where: this.dir });
+      throw err;
+    }
+    if (digestOf(data) !== digest) throw new IntegrityError(`blob ${digest} is corrupt (content hash differs)`, { where: this.pathOf(digest) });
+    return data;
+  }
+
+  getText(digest: string): string {
+    return this.get(digest).toString('utf8');
+  }
+}

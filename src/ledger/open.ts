@@ -1,0 +1,34 @@
+/** Opens the ledger a command or service should use: --ledger PATH|URL, then $SMOL_LEDGER, then $SMOL_HOME/ledger.db. */
+import path from 'node:path';
+import { smolHome } from '../util/paths.js';
+import { BlobStore } from './blobs.js';
+import { SqliteLedger } from './sqlite.js';
+import type { Ledger } from './types.js';
+
+export interface LedgerLocation { ledger: string; blobs: string; backend: 'sqlite' | 'postgres' }
+
+export function isPostgresUrl(s: string): boolean {
+  return /^postgres(ql)?:\/\//.test(s);
+}
+
+export function resolveLedger(explicit?: string, env: NodeJS.ProcessEnv = process.env): LedgerLocation {
+  const ledger = explicit || env.SMOL_LEDGER || path.join(smolHome(env), 'ledger.db');
+  if (isPostgresUrl(ledger)) return { ledger, backend: 'postgres', blobs: env.SMOL_BLOBS || path.join(smolHome(env), 'blobs') };
+  const file = path.resolve(ledger);
+  return { ledger: file, backend: 'sqlite', blobs: env.SMOL_BLOBS || path.join(path.dirname(file), 'blobs') };
+}
+
+export interface OpenLedger { ledger: Ledger; blobs: BlobStore; location: LedgerLocation }
+
+export async function openLedger(explicit?: string, env: NodeJS.ProcessEnv = process.env): Promise<OpenLedger> {
+  const location = resolveLedger(explicit, env);
+  let ledger: Ledger;
+  if (location.backend === 'postgres') {
+    // loaded lazily so SQLite users never load pg
+    const { PostgresLedger } = await import('./postgres.js');
+    ledger = await PostgresLedger.connect({ url: location.ledger });
+  } else {
+    ledger = new SqliteLedger({ path: location.ledger });
+  }
+  return { ledger, blobs: new BlobStore(location.blobs), location };
+}

@@ -1,0 +1,299 @@
+/**
+ * The PostgreSQL ledger: the same contract as SQLite for workers on many hosts. Claims use
+ * FOR UPDATE SKIP LOCKED so concurrent claimers never wait on each other; the clock is the server's.
+ */
+import pg from 'pg';
+import { LedgerVersionError } from './errors.js';
+import { LedgerError } from '../errors/index.js';
+import { postgresMigrations } from './postgres-migrations.js';
+import { PostgresReads } from './postgres-reads.js';
+import { backoffFor, ITEM_COLUMNS, itemValues, rowToItem } from './rows.js';
+import type {
+  CheckIssue, Claim, ClaimOptions, CompleteRequest, CompleteResult, EventKind, FailRequest, FailResult, InferenceOutcome,
+  InferenceRecord, Ledger, LeaseRef, LedgerStats, NewInference, NewItem, RejectReason, RenewResult, ResultRecord, RolloutRecord,
+  RolloutSummary, TrajectoryRecord, WorkItem,
+} from './types.js';
+
+type Client = pg.PoolClient;
+type Row = Record<string, unknown>;
+const RETRYABLE = new Set(['40001', '40P01']); // serialization failure, deadlock
+
+export class PostgresLedger implements Ledger {
+  readonly backend = 'postgres' as const;
+  private readonly reads: PostgresReads;
+
+  private constructor(readonly pool: pg.Pool) {
+    this.reads = new PostgresReads(pool);
+  }
+
+  static async connect(opts: { url: string; max?: number }): Promise<PostgresLedger> {
+    const pool = new pg.Pool({ connectionString: opts.url, max: opts.max ?? 4 });
+    pool.on('error', () => { /* idle client errors surface on the next query */ });
+    const l = new PostgresLedger(pool);
+    try {
+      await l.migrate();
+    } catch (err) {
+      await pool.end();
+      if (err instanceof LedgerError) throw err;
+      throw new LedgerError(`opening ledger failed: ${(err as Error).message}`, { cause: err, where: opts.url.replace(/:[^:@/]*@/, ':***@') });
+    }
+    return l;
+  }
+
+  private async migrate(): Promise<void> {
+    await this.tx(async (c) => {
+      await c.query('SELECT pg_advisory_xact_lock(7263541)'); // one migrator at a time
+      await c.query('CREATE TABLE IF NOT EXISTS smol_schema (version INTEGER PRIMARY KEY)');
+      const have = Number((await c.query('SELECT coalesce(max(version), 0) AS v FROM smol_schema')).rows[0].v);
+      if (have > postgresMigrations.length) throw new LedgerVersionError(`ledger schema version ${have} is newer than this smol understands`, { hint: 'Upgrade smol.' });
+      for (let v = have; v < postgresMigrations.length; v++) {
+        await c.query(postgresMigrations[v]);
+        await c.query('INSERT INTO smol_schema (version) VALUES ($1)', [v + 1]);
+      }
+    });
+  }
+
+  private async tx<T>(fn: (c: Client) => Promise<T>): Promise<T> {
+    for (let n = 0; ; n++) {
+      const c = await this.pool.connect();
+      try {
+        await c.query('BEGIN');
+        const r = await fn(c);
+        await c.query('COMMIT');
+        return r;
+      } catch (err) {
+        await c.query('ROLLBACK').catch(() => undefined);
+        if (n < 10 && RETRYABLE.has((err as { code?: string }).code ?? '')) continue;
+        throw err;
+      } finally {
+        c.release();
+      }
+    }
+  }
+
+  private async clock(c: Client | pg.Pool): Promise<number> {
+    return Number((await c.query('SELECT smol_now_ms() AS t')).rows[0].t);
+  }
+  async now(): Promise<number> { return this.clock(this.pool); }
+
+  private async event(c: Client, now: number, kind: EventKind, itemId: number | null, rolloutId: string | null, detail: string | null): Promise<void> {
+    await c.query('INSERT INTO events (at, kind, item_id, rollout_id, detail) VALUES ($1, $2, $3, $4, $5)', [now, kind, itemId, rolloutId, detail]);
+  }
+
+  private async insertItems(c: Client, items: NewItem[], now: number): Promise<number> {
+    let n = 0;
+    // multi-row VALUES in chunks: one round trip per 500 items
+    for (let i = 0; i < items.length; i += 500) {
+      const chunk = items.slice(i, i + 500);
+      const params: unknown[] = [];
+      const rows = chunk.map((it) => {
+        const vals = itemValues(it, now);
+        const base = params.length;
+        params.push(...vals);
+        return `(${vals.map((_, k) => `$${base + k + 1}`).join(',')})`;
+      });
+      const r = await c.query(`INSERT INTO items (${ITEM_COLUMNS.join(',')}) VALUES ${rows.join(',')} ON CONFLICT (idem_key) DO NOTHING`, params);
+      n += r.rowCount ?? 0;
+    }
+    return n;
+  }
+
+  async putManifest(digest: string, body: string): Promise<void> {
+    await this.pool.query('INSERT INTO manifests (digest, body, created_at) VALUES ($1, $2, smol_now_ms()) ON CONFLICT DO NOTHING', [digest, body]);
+  }
+  async getManifest(digest: string): Promise<string | null> { return this.reads.manifest(digest); }
+
+  async createRollout(r: Omit<RolloutRecord, 'status' | 'createdAt' | 'canceledAt'>, items: NewItem[]): Promise<{ created: boolean }> {
+    return this.tx(async (c) => {
+      const now = await this.clock(c);
+      const ins = await c.query('INSERT INTO rollouts (id, name, manifest_digest, env_version, gpus, created_at) VALUES ($1, $2, $3, $4, $5, $6) ON CONFLICT DO NOTHING',
+        [r.id, r.name, r.manifestDigest, r.envVersion, r.gpus, now]);
+      if (ins.rowCount === 0) return { created: false };
+      await this.insertItems(c, items, now);
+      return { created: true };
+    });
+  }
+  async getRollout(id: string): Promise<RolloutSummary | null> { return this.reads.rollout(id); }
+  async listRollouts(): Promise<RolloutSummary[]> { return this.reads.rollouts(); }
+
+  async cancelRollout(id: string): Promise<{ canceled: number }> {
+    return this.tx(async (c) => {
+      const now = await this.clock(c);
+      await c.query(`UPDATE rollouts SET status = 'canceled', canceled_at = coalesce(canceled_at, $1) WHERE id = $2`, [now, id]);
+      const r = await c.query(`UPDATE items SET status = 'canceled', updated_at = $1 WHERE rollout_id = $2 AND status IN ('queued', 'leased')`, [now, id]);
+      await this.event(c, now, 'canceled', null, id, `${r.rowCount} items`);
+      return { canceled: r.rowCount ?? 0 };
+    });
+  }
+
+  async enqueue(items: NewItem[]): Promise<number> {
+    return this.tx(async (c) => this.insertItems(c, items, await this.clock(c)));
+  }
+
+  async claim(opts: ClaimOptions): Promise<Claim[]> {
+    const kinds = opts.kind ? [opts.kind] : ['cpu', 'gpu'];
+    return this.tx(async (c) => {
+      const now = await this.clock(c);
+      await this.reclaimLocked(c, now);
+      const late = await c.query(`UPDATE items SET status = 'dead', last_error = 'deadline exceeded before it could run', updated_at = $1
+        WHERE id IN (SELECT id FROM items WHERE status = 'queued' AND kind = ANY($2) AND deadline_at < $1 LIMIT 500 FOR UPDATE SKIP LOCKED) RETURNING id, rollout_id`, [now, kinds]);
+      for (const r of late.rows) await this.event(c, now, 'deadline', Number(r.id), String(r.rollout_id), null);
+      const res = await c.query(`WITH c AS (SELECT id FROM items WHERE status = 'queued' AND kind = ANY($1) AND run_after <= $2 ORDER BY run_after, id LIMIT $3 FOR UPDATE SKIP LOCKED)
+        UPDATE items i SET status = 'leased', attempt = i.attempt + 1, lease_token = gen_random_uuid()::text, lease_owner = $4,
+          lease_expires_at = $2::bigint + $5::bigint, updated_at = $2 FROM c WHERE i.id = c.id RETURNING i.*`, [kinds, now, opts.limit ?? 1, opts.worker, opts.leaseMs]);
+      if (res.rows.length === 0) return [];
+      await c.query(`INSERT INTO attempts (item_id, attempt, token, worker, started_at, outcome)
+        SELECT id, att, tok, $4, $5, 'running' FROM unnest($1::bigint[], $2::int[], $3::text[]) AS u(id, att, tok)`,
+      [res.rows.map((r) => r.id), res.rows.map((r) => r.attempt), res.rows.map((r) => r.lease_token), opts.worker, now]);
+      return res.rows.map((r: Row) => ({ item: rowToItem(r), attempt: Number(r.attempt), token: String(r.lease_token), expiresAt: Number(r.lease_expires_at) }));
+    });
+  }
+
+  async reclaimExpired(): Promise<number> {
+    return this.tx(async (c) => this.reclaimLocked(c, await this.clock(c)));
+  }
+
+  private async reclaimLocked(c: Client, now: number): Promise<number> {
+    const rows = (await c.query(`SELECT id, attempt, max_attempts, backoff_ms, rollout_id FROM items WHERE status = 'leased' AND lease_expires_at < $1 LIMIT 500 FOR UPDATE SKIP LOCKED`, [now])).rows as Row[];
+    for (const r of rows) {
+      const id = Number(r.id);
+      const attempt = Number(r.attempt);
+      const msg = `lease expired on attempt ${attempt}`;
+      await c.query(`UPDATE attempts SET outcome = 'expired', ended_at = $1, error = $2 WHERE item_id = $3 AND attempt = $4`, [now, msg, id, attempt]);
+      await this.event(c, now, 'lease_expired', id, String(r.rollout_id), msg);
+      if (attempt >= Number(r.max_attempts)) {
+        await this.setDead(c, now, id, msg);
+        await this.event(c, now, 'dead', id, String(r.rollout_id), msg);
+      } else {
+        await this.requeue(c, now, id, now + backoffFor(Number(r.backoff_ms), attempt), msg);
+      }
+    }
+    return rows.length;
+  }
+
+  private async requeue(c: Client, now: number, id: number, runAfter: number, error: string | null): Promise<void> {
+    await c.query(`UPDATE items SET status = 'queued', run_after = $1, last_error = $2, lease_token = NULL, lease_owner = NULL, lease_expires_at = NULL, updated_at = $3 WHERE id = $4`, [runAfter, error, now, id]);
+  }
+  private async setDead(c: Client, now: number, id: number, error: string): Promise<void> {
+    await c.query(`UPDATE items SET status = 'dead', last_error = $1, lease_token = NULL, lease_owner = NULL, lease_expires_at = NULL, updated_at = $2 WHERE id = $3`, [error, now, id]);
+  }
+
+  async renew(leases: LeaseRef[], leaseMs: number): Promise<RenewResult[]> {
+    return this.tx(async (c) => {
+      const now = await this.clock(c);
+      const ok = await c.query(`UPDATE items i SET lease_expires_at = $1::bigint + $2::bigint, updated_at = $1 FROM unnest($3::bigint[], $4::text[]) AS u(id, tok)
+        WHERE i.id = u.id AND i.lease_token = u.tok AND i.status = 'leased' AND i.lease_expires_at >= $1 RETURNING i.id`,
+      [now, leaseMs, leases.map((l) => l.itemId), leases.map((l) => l.token)]);
+      const renewed = new Set(ok.rows.map((r) => Number(r.id)));
+      const out: RenewResult[] = [];
+      for (const l of leases) {
+        out.push(renewed.has(l.itemId) ? { itemId: l.itemId, ok: true, expiresAt: now + leaseMs } : { itemId: l.itemId, ok: false, reason: await this.reject(c, now, l, 'renew') });
+      }
+      return out;
+    });
+  }
+
+  private async reject(c: Client, now: number, l: LeaseRef, op: string): Promise<RejectReason> {
+    const s = (await c.query('SELECT status, lease_token, rollout_id FROM items WHERE id = $1', [l.itemId])).rows[0] as Row | undefined;
+    if (s && s.status === 'canceled' && s.lease_token === l.token) return 'canceled';
+    await this.event(c, now, 'stale_rejected', l.itemId, s ? String(s.rollout_id) : null, `${op} with a stale token`);
+    return 'stale';
+  }
+
+  private async live(c: Client, now: number, l: LeaseRef): Promise<Row | null> {
+    const s = (await c.query('SELECT * FROM items WHERE id = $1 FOR UPDATE', [l.itemId])).rows[0] as Row | undefined;
+    if (!s || s.status !== 'leased' || s.lease_token !== l.token || Number(s.lease_expires_at) < now) return null;
+    return s;
+  }
+
+  async complete(req: CompleteRequest): Promise<CompleteResult> {
+    return this.tx(async (c): Promise<CompleteResult> => {
+      const now = await this.clock(c);
+      const s = await this.live(c, now, req);
+      if (!s) return { ok: false, reason: await this.reject(c, now, req, 'complete') };
+      const attempt = Number(s.attempt);
+      const ins = await c.query(`INSERT INTO results (idem_key, item_id, rollout_id, stage, sample_id, attempt, output_ref, created_at) VALUES ($1, $2, $3, $4, $5, $6, $7, $8) ON CONFLICT DO NOTHING`,
+        [s.idem_key, req.itemId, s.rollout_id, s.stage, s.sample_id, attempt, req.outputRef, now]);
+      await c.query(`UPDATE items SET status = 'done', lease_expires_at = NULL, updated_at = $1 WHERE id = $2`, [now, req.itemId]);
+      await c.query(`UPDATE attempts SET outcome = 'done', ended_at = $1 WHERE item_id = $2 AND attempt = $3`, [now, req.itemId, attempt]);
+      if (req.next?.length) await this.insertItems(c, req.next, now);
+      if (req.trajectory) {
+        await c.query('INSERT INTO trajectories (rollout_id, sample_id, ref, created_at) VALUES ($1, $2, $3, $4) ON CONFLICT DO NOTHING',
+          [req.trajectory.rolloutId, req.trajectory.sampleId, req.trajectory.ref, now]);
+      }
+      return { ok: true, resultCreated: ins.rowCount === 1 };
+    });
+  }
+
+  async fail(req: FailRequest): Promise<FailResult> {
+    return this.tx(async (c): Promise<FailResult> => {
+      const now = await this.clock(c);
+      const s = await this.live(c, now, req);
+      if (!s) return { ok: false, reason: await this.reject(c, now, req, 'fail') };
+      const attempt = Number(s.attempt);
+      await c.query(`UPDATE attempts SET outcome = 'failed', ended_at = $1, error = $2 WHERE item_id = $3 AND attempt = $4`, [now, req.error, req.itemId, attempt]);
+      if (req.retryable !== false && attempt < Number(s.max_attempts)) {
+        await this.requeue(c, now, req.itemId, now + backoffFor(Number(s.backoff_ms), attempt), req.error);
+        await this.event(c, now, 'retry', req.itemId, String(s.rollout_id), req.error);
+        return { ok: true, state: 'queued' };
+      }
+      await this.setDead(c, now, req.itemId, req.error);
+      await this.event(c, now, 'dead', req.itemId, String(s.rollout_id), req.error);
+      return { ok: true, state: 'dead' };
+    });
+  }
+
+  async release(lease: LeaseRef & { started?: boolean }, reason: string): Promise<boolean> {
+    return this.tx(async (c) => {
+      const now = await this.clock(c);
+      const s = await this.live(c, now, lease);
+      if (!s) return false;
+      const attempt = Number(s.attempt);
+      if (lease.started === false) {
+        await c.query('DELETE FROM attempts WHERE item_id = $1 AND attempt = $2', [lease.itemId, attempt]);
+        await c.query(`UPDATE items SET status = 'queued', attempt = attempt - 1, run_after = $1, lease_token = NULL, lease_owner = NULL, lease_expires_at = NULL, updated_at = $1 WHERE id = $2`, [now, lease.itemId]);
+      } else {
+        await c.query(`UPDATE attempts SET outcome = 'released', ended_at = $1, error = $2 WHERE item_id = $3 AND attempt = $4`, [now, reason, lease.itemId, attempt]);
+        if (attempt >= Number(s.max_attempts)) await this.setDead(c, now, lease.itemId, `released after the last attempt: ${reason}`);
+        else await this.requeue(c, now, lease.itemId, now, reason);
+      }
+      await this.event(c, now, 'released', lease.itemId, String(s.rollout_id), reason);
+      return true;
+    });
+  }
+
+  async getItem(id: number): Promise<WorkItem | null> { return this.reads.item(id); }
+  async listItems(rolloutId: string, limit = 1000): Promise<WorkItem[]> { return this.reads.items(rolloutId, limit); }
+  async results(filter: { rolloutId?: string; sampleId?: string }): Promise<ResultRecord[]> { return this.reads.results(filter); }
+  async trajectories(rolloutId: string): Promise<TrajectoryRecord[]> { return this.reads.trajectories(rolloutId); }
+  async attemptsOf(itemId: number) { return this.reads.attempts(itemId); }
+
+  async beginInference(reqs: NewInference[]): Promise<void> {
+    if (reqs.length === 0) return;
+    await this.tx(async (c) => {
+      const now = await this.clock(c);
+      for (const r of reqs) {
+        await c.query(`INSERT INTO inference_requests (idem_key, request_id, rollout_id, request_hash, model, model_version, prompt_version, input_ref, params, status, created_at)
+          VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, 'pending', $10)
+          ON CONFLICT (idem_key) DO UPDATE SET status = 'pending', error = NULL WHERE inference_requests.status IN ('shed', 'failed')`,
+        [r.idempotencyKey, r.requestId, r.rolloutId, r.requestHash, r.model, r.modelVersion, r.promptVersion, r.inputRef, r.params, now]);
+      }
+    });
+  }
+
+  async finishInference(outcomes: InferenceOutcome[]): Promise<void> {
+    if (outcomes.length === 0) return;
+    await this.tx(async (c) => {
+      const now = await this.clock(c);
+      for (const o of outcomes) {
+        await c.query(`UPDATE inference_requests SET status = $1, output_ref = $2, env_version = $3, batch_id = $4, batch_size = $5, upstream_ms = $6, error = $7, completed_at = $8
+          WHERE idem_key = $9 AND status != 'done'`, [o.status, o.outputRef, o.envVersion, o.batchId, o.batchSize, o.upstreamMs, o.error, now, o.idempotencyKey]);
+      }
+    });
+  }
+
+  async getInference(key: string): Promise<InferenceRecord | null> { return this.reads.inference(key); }
+  async stats(rolloutId?: string): Promise<LedgerStats> { return this.reads.stats(rolloutId, await this.now()); }
+  async check(): Promise<CheckIssue[]> { return this.reads.check(); }
+  async close(): Promise<void> { await this.pool.end(); }
+}

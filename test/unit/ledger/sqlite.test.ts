@@ -1,0 +1,71 @@
+import { spawn } from 'node:child_process';
+import fs from 'node:fs';
+import os from 'node:os';
+import path from 'node:path';
+import { describe, expect, it } from 'vitest';
+import Database from 'better-sqlite3';
+import { SqliteLedger } from '../../../src/ledger/sqlite.js';
+import { LedgerVersionError } from '../../../src/ledger/errors.js';
+import { ledgerContract, newItem } from './contract.js';
+
+const tmp = () => fs.mkdtempSync(path.join(os.tmpdir(), 'smol-ledger-'));
+
+ledgerContract('sqlite', async () => {
+  const dir = tmp();
+  const ledger = new SqliteLedger({ path: path.join(dir, 'ledger.db') });
+  return { ledger, cleanup: async () => { await ledger.close(); fs.rmSync(dir, { recursive: true, force: true }); } };
+});
+
+describe('sqlite ledger specifics', () => {
+  it('runs in WAL mode with a bounded journal and numbered migrations', async () => {
+    const dir = tmp();
+    const l = new SqliteLedger({ path: path.join(dir, 'l.db') });
+    expect(l.db.pragma('journal_mode', { simple: true })).toBe('wal');
+    expect(l.db.pragma('journal_size_limit', { simple: true })).toBe(67108864);
+    expect(l.db.pragma('user_version', { simple: true })).toBe(1);
+    await l.close();
+    // reopening does not re-run migrations
+    const again = new SqliteLedger({ path: path.join(dir, 'l.db') });
+    expect(again.db.pragma('user_version', { simple: true })).toBe(1);
+    await again.close();
+  });
+
+  it('refuses a ledger written by a newer schema', () => {
+    const dir = tmp();
+    const file = path.join(dir, 'l.db');
+    const db = new Database(file);
+    db.pragma('user_version = 99');
+    db.close();
+    expect(() => new SqliteLedger({ path: file })).toThrow(LedgerVersionError);
+  });
+
+  it('uses the injected clock for leases, so expiry follows the ledger and not the worker', async () => {
+    let now = 1_000_000;
+    const dir = tmp();
+    const l = new SqliteLedger({ path: path.join(dir, 'l.db'), clock: () => now });
+    await l.putManifest('sha256:m', 'x');
+    await l.createRollout({ id: 'r', name: 'r', manifestDigest: 'sha256:m', envVersion: 'e', gpus: 1 }, [newItem('r')]);
+    const [c] = await l.claim({ worker: 'w', leaseMs: 5000, kind: 'cpu' });
+    expect(c.expiresAt).toBe(1_005_000);
+    now += 5001;
+    expect(await l.reclaimExpired()).toBe(1);
+    expect((await l.getItem(c.item.id))?.status).toBe('queued');
+    await l.close();
+  });
+
+  it('waits out another process holding the write lock instead of surfacing SQLITE_BUSY', async () => {
+    const dir = tmp();
+    const file = path.join(dir, 'l.db');
+    const a = new SqliteLedger({ path: file });
+    const holder = spawn(process.execPath, ['-e', `
+      const D = require('better-sqlite3'); const db = new D(${JSON.stringify(file)});
+      db.exec('BEGIN IMMEDIATE'); process.stdout.write('locked\\n'); setTimeout(() => { db.exec('COMMIT'); db.close(); }, 300);`], { cwd: process.cwd(), stdio: ['ignore', 'pipe', 'inherit'] });
+    await new Promise<void>((resolve) => holder.stdout.once('data', () => resolve()));
+    const start = Date.now();
+    await a.putManifest('sha256:m', 'x');
+    expect(Date.now() - start).toBeGreaterThanOrEqual(200);
+    expect(a.tx.busyWaits).toBeGreaterThan(0);
+    expect(await a.getManifest('sha256:m')).toBe('x');
+    await a.close();
+  });
+});
