@@ -1,0 +1,157 @@
+/** Payload layouts of the agent protocol (docs/agent-protocol.md §Frames). Decoders validate lengths. */
+import { ConfigureKey, ExecFlag } from './protocol.js';
+import { ProtocolError } from './codec.js';
+
+export interface Hello {
+  version: number;
+  capabilities: number;
+  maxPayload: number;
+  window: number;
+  name: string;
+}
+
+export function encodeHello(h: Hello): Buffer {
+  const name = Buffer.from(h.name);
+  const b = Buffer.allocUnsafe(16 + name.length);
+  b.writeUInt32LE(h.version, 0);
+  b.writeUInt32LE(h.capabilities, 4);
+  b.writeUInt32LE(h.maxPayload, 8);
+  b.writeUInt32LE(h.window, 12);
+  name.copy(b, 16);
+  return b;
+}
+
+export function decodeHello(p: Buffer): Hello {
+  need(p, 16, 'HELLO');
+  return {
+    version: p.readUInt32LE(0),
+    capabilities: p.readUInt32LE(4),
+    maxPayload: p.readUInt32LE(8),
+    window: p.readUInt32LE(12),
+    name: p.subarray(16).toString('utf8'),
+  };
+}
+
+export interface ExecRequest {
+  argv: string[];
+  env?: Record<string, string> | string[];
+  cwd?: string;
+  tty?: boolean;
+  rows?: number;
+  cols?: number;
+  /** Start from an empty environment instead of the agent's. */
+  clearEnv?: boolean;
+}
+
+/** u32 flags, u16 rows, u16 cols, u32 argc, u32 envc, then NUL-terminated cwd, argv..., env... */
+export function encodeExec(r: ExecRequest): Buffer {
+  const env = Array.isArray(r.env) ? r.env : Object.entries(r.env ?? {}).map(([k, v]) => `${k}=${v}`);
+  const strings = [r.cwd ?? '', ...r.argv, ...env];
+  for (const s of strings) if (s.includes('\0')) throw new RangeError('exec: arguments and environment cannot contain NUL bytes');
+  const body = Buffer.from(strings.map((s) => `${s}\0`).join(''));
+  const b = Buffer.allocUnsafe(16 + body.length);
+  b.writeUInt32LE((r.tty ? ExecFlag.tty : 0) | (r.clearEnv ? ExecFlag.clearEnv : 0), 0);
+  b.writeUInt16LE(clamp16(r.rows ?? 24), 4);
+  b.writeUInt16LE(clamp16(r.cols ?? 80), 6);
+  b.writeUInt32LE(r.argv.length, 8);
+  b.writeUInt32LE(env.length, 12);
+  body.copy(b, 16);
+  return b;
+}
+
+export function u32(v: number): Buffer {
+  const b = Buffer.allocUnsafe(4);
+  b.writeUInt32LE(v >>> 0, 0);
+  return b;
+}
+
+export function decodeU32(p: Buffer, what: string): number {
+  need(p, 4, what, true);
+  return p.readUInt32LE(0);
+}
+
+export function encodeResize(rows: number, cols: number): Buffer {
+  const b = Buffer.allocUnsafe(4);
+  b.writeUInt16LE(clamp16(rows), 0);
+  b.writeUInt16LE(clamp16(cols), 2);
+  return b;
+}
+
+/** EXIT: i32 code (-1 when killed by a signal), i32 signal number (0 when it exited). */
+export function decodeExit(p: Buffer): { code: number | null; signo: number | null } {
+  need(p, 8, 'EXIT', true);
+  const code = p.readInt32LE(0);
+  const signo = p.readInt32LE(4);
+  return { code: signo > 0 ? null : code, signo: signo > 0 ? signo : null };
+}
+
+export function encodeError(code: number, message: string): Buffer {
+  return Buffer.concat([u32(code), Buffer.from(message)]);
+}
+
+export function decodeError(p: Buffer): { code: number; message: string } {
+  need(p, 4, 'ERROR');
+  return { code: p.readUInt32LE(0), message: p.subarray(4).toString('utf8') };
+}
+
+export function encodePut(path: string, mode: number, flags: number): Buffer {
+  const b = Buffer.allocUnsafe(8);
+  b.writeUInt32LE(mode & 0o7777, 0);
+  b.writeUInt32LE(flags, 4);
+  return Buffer.concat([b, pathBytes(path)]);
+}
+
+export function encodeGet(path: string): Buffer {
+  return pathBytes(path);
+}
+
+/** INFO: u64 size, u32 mode. */
+export function decodeInfo(p: Buffer): { size: number; mode: number } {
+  need(p, 12, 'INFO', true);
+  return { size: Number(p.readBigUInt64LE(0)), mode: p.readUInt32LE(8) };
+}
+
+export interface ConfigureRequest {
+  hostname?: string;
+  machineId?: string;
+  /** Bytes mixed into the guest RNG (credited when the agent has CAP_SYS_ADMIN). */
+  entropy?: Buffer;
+  /** Wall clock to set in the guest. */
+  clock?: Date | number;
+}
+
+/** Entries of (u16 key, u16 reserved, u32 length, bytes). */
+export function encodeConfigure(c: ConfigureRequest): Buffer {
+  const parts: Buffer[] = [];
+  const add = (key: number, v: Buffer) => {
+    const h = Buffer.alloc(8);
+    h.writeUInt16LE(key, 0);
+    h.writeUInt32LE(v.length, 4);
+    parts.push(h, v);
+  };
+  if (c.hostname !== undefined) add(ConfigureKey.hostname, Buffer.from(c.hostname));
+  if (c.machineId !== undefined) add(ConfigureKey.machineId, Buffer.from(c.machineId));
+  if (c.entropy !== undefined) add(ConfigureKey.entropy, c.entropy);
+  if (c.clock !== undefined) {
+    const ms = typeof c.clock === 'number' ? c.clock : c.clock.getTime();
+    const v = Buffer.alloc(12);
+    v.writeBigUInt64LE(BigInt(Math.floor(ms / 1000)), 0);
+    v.writeUInt32LE(Math.floor(ms % 1000) * 1_000_000, 8);
+    add(ConfigureKey.clock, v);
+  }
+  return Buffer.concat(parts);
+}
+
+function pathBytes(path: string): Buffer {
+  if (path.length === 0 || path.includes('\0')) throw new RangeError(`bad guest path ${JSON.stringify(path)}`);
+  return Buffer.from(path);
+}
+
+function clamp16(v: number): number {
+  return Math.max(0, Math.min(0xffff, Math.floor(v)));
+}
+
+function need(p: Buffer, n: number, what: string, exact = false): void {
+  if (p.length < n || (exact && p.length !== n)) throw new ProtocolError(`${what} payload has ${p.length} bytes, expected ${exact ? '' : 'at least '}${n}`);
+}
+

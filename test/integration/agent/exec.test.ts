@@ -1,0 +1,130 @@
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import type { Readable } from 'node:stream';
+import { AgentClient } from '../../../src/vm/agent/index.js';
+import { buildAgent, connect, startAgent, type RunningAgent } from './agent-harness.js';
+
+let agent: RunningAgent;
+let client: AgentClient;
+
+beforeAll(async () => {
+  await buildAgent();
+  agent = await startAgent();
+  client = await connect(agent);
+});
+afterAll(async () => {
+  client?.close();
+  await agent?.stop();
+});
+
+/** Resolves with the first chunk a stream produces. */
+const firstChunk = (r: Readable) => new Promise<string>((resolve) => r.once('data', (c: Buffer) => resolve(c.toString())));
+
+describe('agent exec over a unix socket', () => {
+  it('handshakes with version, capabilities and limits', () => {
+    expect(client.hello).toMatchObject({ version: 1, maxPayload: 256 * 1024, name: expect.stringContaining('smol-agent') });
+  });
+
+  it('reports exit codes and keeps stdout and stderr apart', async () => {
+    const r = await client.run({ argv: ['sh', '-c', 'echo out; echo err >&2; exit 7'] });
+    expect(r).toMatchObject({ code: 7, signal: null });
+    expect(r.stdout.toString()).toBe('out\n');
+    expect(r.stderr.toString()).toBe('err\n');
+  });
+
+  it('passes argv, env and cwd exactly', async () => {
+    const r = await client.run({ argv: ['sh', '-c', 'printf "%s|" "$@" "$FOO" "$(pwd)"', 'x', 'a b', '', 'c"d'], env: { FOO: 'bar baz' }, cwd: '/tmp' });
+    expect(r.stdout.toString()).toBe('a b||c"d|bar baz|/tmp|');
+  });
+
+  it('streams output as it is produced, before the process exits', async () => {
+    const s = client.exec({ argv: ['sh', '-c', 'echo first; read line; echo "got $line"'] });
+    expect(await firstChunk(s.stdout)).toBe('first\n');
+    const rest = firstChunk(s.stdout);
+    s.stdin.write('ping\n');
+    expect(await rest).toBe('got ping\n');
+    expect(await s.exit).toEqual({ code: 0, signal: null });
+  });
+
+  it('forwards stdin to cat and EOF ends it', async () => {
+    const input = Buffer.alloc(3 * 1024 * 1024 + 17);
+    for (let i = 0; i < input.length; i++) input[i] = (i * 31) & 0xff;
+    const r = await client.run({ argv: ['cat'], stdin: input });
+    expect(r.code).toBe(0);
+    expect(r.stdout.equals(input)).toBe(true);
+  });
+
+  it('rejects a command that does not exist with the guest errno, and the channel stays usable', async () => {
+    const s = client.exec({ argv: ['/no/such/binary'] });
+    await expect(s.exit).rejects.toMatchObject({ name: 'NotFoundError', message: expect.stringContaining('/no/such/binary') });
+    expect((await client.run({ argv: ['true'] })).code).toBe(0);
+  });
+
+  it('delivers signals: sleep killed by SIGINT reports the signal', async () => {
+    const s = client.exec({ argv: ['sleep', '30'] });
+    expect(await s.pid).toBeGreaterThan(0);
+    s.signal('SIGINT');
+    expect(await s.exit).toEqual({ code: null, signal: 'SIGINT' });
+  });
+
+  it('runs 8 execs concurrently on one connection', async () => {
+    const runs = Array.from({ length: 8 }, (_, i) => client.run({ argv: ['sh', '-c', `head -c ${100_000 * (i + 1)} /dev/zero | tr '\\0' '${i}'; echo e${i} >&2; exit ${i}`] }));
+    const results = await Promise.all(runs);
+    results.forEach((r, i) => {
+      expect(r.code).toBe(i);
+      expect(r.stdout.length).toBe(100_000 * (i + 1));
+      expect(r.stdout.every((b) => b === 48 + i)).toBe(true);
+      expect(r.stderr.toString()).toBe(`e${i}\n`);
+    });
+  });
+
+  it('streams 64 MiB of stdout under flow control with bounded memory', async () => {
+    const s = client.exec({ argv: ['head', '-c', String(64 * 1024 * 1024), '/dev/zero'] });
+    let total = 0;
+    let maxBuffered = 0;
+    for await (const c of s.stdout) {
+      total += (c as Buffer).length;
+      maxBuffered = Math.max(maxBuffered, s.stdout.readableLength);
+    }
+    expect(total).toBe(64 * 1024 * 1024);
+    expect(maxBuffered).toBeLessThanOrEqual(2 * 1024 * 1024);
+    expect(await s.exit).toEqual({ code: 0, signal: null });
+  });
+
+  it('stalls a fast producer while nobody reads, then resumes', async () => {
+    const s = client.exec({ argv: ['head', '-c', String(32 * 1024 * 1024), '/dev/zero'] });
+    s.stdout.pause();
+    await new Promise((r) => setTimeout(r, 500));
+    // Paused: the host holds at most its window plus the stream's buffer; the rest waits in the guest pipe.
+    expect(s.stdout.readableLength).toBeLessThanOrEqual(2 * 1024 * 1024);
+    let total = s.stdout.readableLength;
+    s.stdout.on('data', (c: Buffer) => (total += c.length));
+    s.stdout.resume();
+    await s.exit;
+    expect(total).toBeGreaterThanOrEqual(32 * 1024 * 1024);
+  });
+
+  it('allocates a tty, merges output and applies the window size', async () => {
+    const s = client.exec({ argv: ['sh', '-c', 'tty; stty size; echo to-stderr >&2'], tty: true, rows: 33, cols: 101 });
+    const chunks: Buffer[] = [];
+    for await (const c of s.stdout) chunks.push(c as Buffer);
+    const text = Buffer.concat(chunks).toString().replace(/\r/g, '');
+    expect(text).toMatch(/^\/dev\/pts\/\d+\n33 101\nto-stderr\n$/);
+    expect(await s.exit).toEqual({ code: 0, signal: null });
+  });
+
+  it('forwards input and resize to a tty session', async () => {
+    const s = client.exec({ argv: ['sh', '-c', 'read a; stty size; echo "a=$a"'], tty: true, rows: 10, cols: 20 });
+    const chunks: Buffer[] = [];
+    s.stdout.on('data', (c: Buffer) => chunks.push(c));
+    await s.pid;
+    s.resize(44, 132);
+    await new Promise((r) => setTimeout(r, 50));
+    s.stdin.write('hello\n');
+    await s.exit;
+    expect(Buffer.concat(chunks).toString().replace(/\r/g, '')).toContain('44 132\na=hello\n');
+  });
+
+  it('answers pings', async () => {
+    expect(await client.ping()).toBeGreaterThanOrEqual(0);
+  });
+});
