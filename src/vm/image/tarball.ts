@@ -1,0 +1,98 @@
+/**
+ * Image tarballs: `docker save` (manifest.json + layer tars) and OCI image layouts (oci-layout, index.json,
+ * blobs/sha256/…). Both unpack to an ordered list of layer files plus the image config's run settings.
+ */
+import { mkdir, readFile, stat } from 'node:fs/promises';
+import path from 'node:path';
+import * as tar from 'tar';
+import { z } from 'zod';
+import { ValidationError } from '../../errors/index.js';
+import { safeComponents } from './layers.js';
+
+export interface ImageRunConfig { env: string[]; entrypoint: string[]; cmd: string[]; workingDir: string; user: string }
+
+export interface UnpackedImage { format: 'docker' | 'oci'; layers: string[]; config: ImageRunConfig; tags: string[] }
+
+const dockerManifest = z.array(z.object({ Config: z.string(), RepoTags: z.array(z.string()).nullish(), Layers: z.array(z.string()) })).min(1);
+const descriptor = z.object({ mediaType: z.string().optional(), digest: z.string().regex(/^sha256:[a-f0-9]{64}$/), annotations: z.record(z.string(), z.string()).optional() });
+const ociIndex = z.object({ manifests: z.array(descriptor).min(1) });
+const ociManifest = z.object({ config: descriptor, layers: z.array(descriptor) });
+const imageConfig = z.object({
+  config: z.object({
+    Env: z.array(z.string()).nullish(), Entrypoint: z.array(z.string()).nullish(), Cmd: z.array(z.string()).nullish(),
+    WorkingDir: z.string().nullish(), User: z.string().nullish(),
+  }).nullish(),
+}).loose();
+
+/** Unpack the outer archive into `workDir` (refusing escapes) and describe the image. */
+export async function unpackImageTarball(file: string, workDir: string): Promise<UnpackedImage> {
+  const bad: string[] = [];
+  await mkdir(workDir, { recursive: true });
+  await tar.x({
+    file, cwd: workDir, preserveOwner: false,
+    filter: (p) => { if (!safeComponents(p)) { bad.push(p); return false; } return true; },
+    onwarn: (code, message) => { if (code !== 'TAR_ENTRY_INFO') bad.push(message); },
+  }).catch((e) => { throw new ValidationError(`${path.basename(file)} is not a readable tar archive`, [{ path: file, message: String((e as Error).message) }]); });
+  if (bad.length) throw new ValidationError(`image archive ${path.basename(file)} is unsafe or malformed`, bad.slice(0, 20).map((m) => ({ path: file, message: m })));
+  if (await exists(path.join(workDir, 'manifest.json'))) return readDocker(workDir, file);
+  if (await exists(path.join(workDir, 'index.json'))) return readOci(workDir, file);
+  throw new ValidationError(`${path.basename(file)} is neither a docker save nor an OCI image layout tarball`, [{ path: file, message: 'no manifest.json or index.json at the top level' }]);
+}
+
+async function readDocker(dir: string, file: string): Promise<UnpackedImage> {
+  const m = parse(dockerManifest, await readJson(dir, 'manifest.json', file), file, 'manifest.json')[0];
+  return {
+    format: 'docker',
+    layers: m.Layers.map((l) => inside(dir, l, file)),
+    config: runConfig(parse(imageConfig, await readJson(dir, m.Config, file), file, m.Config)),
+    tags: m.RepoTags ?? [],
+  };
+}
+
+async function readOci(dir: string, file: string): Promise<UnpackedImage> {
+  let index = parse(ociIndex, await readJson(dir, 'index.json', file), file, 'index.json');
+  // an index may point at another index (multi-platform): follow it to the amd64 manifest
+  for (let depth = 0; depth < 4; depth++) {
+    const pick = index.manifests.find((d) => /amd64/.test(JSON.stringify(d))) ?? index.manifests[0];
+    const blob = await readJson(dir, blobPath(pick.digest), file) as Record<string, unknown>;
+    if (Array.isArray(blob.manifests)) { index = parse(ociIndex, blob, file, pick.digest); continue; }
+    const m = parse(ociManifest, blob, file, pick.digest);
+    const tags = index.manifests.map((d) => d.annotations?.['org.opencontainers.image.ref.name']).filter((t): t is string => !!t);
+    return {
+      format: 'oci',
+      layers: m.layers.map((l) => inside(dir, blobPath(l.digest), file)),
+      config: runConfig(parse(imageConfig, await readJson(dir, blobPath(m.config.digest), file), file, m.config.digest)),
+      tags,
+    };
+  }
+  throw new ValidationError(`${path.basename(file)}: image index nests too deeply`, [{ path: file, message: 'index.json' }]);
+}
+
+const blobPath = (digest: string) => `blobs/sha256/${digest.slice('sha256:'.length)}`;
+
+function inside(dir: string, rel: string, file: string): string {
+  const parts = safeComponents(rel);
+  if (!parts || parts.length === 0) throw new ValidationError(`image archive ${path.basename(file)} references a path outside itself`, [{ path: file, message: rel }]);
+  return path.join(dir, ...parts);
+}
+
+async function readJson(dir: string, rel: string, file: string): Promise<unknown> {
+  const p = inside(dir, rel, file);
+  const text = await readFile(p, 'utf8').catch(() => { throw new ValidationError(`image archive ${path.basename(file)} lacks ${rel}`, [{ path: file, message: `missing ${rel}` }]); });
+  try { return JSON.parse(text); } catch { throw new ValidationError(`image archive ${path.basename(file)}: ${rel} is not JSON`, [{ path: rel, message: 'invalid JSON' }]); }
+}
+
+function parse<T>(schema: z.ZodType<T>, v: unknown, file: string, what: string): T {
+  const r = schema.safeParse(v);
+  if (!r.success) throw new ValidationError(`image archive ${path.basename(file)}: invalid ${what}`, r.error.issues.map((i) => ({ path: `${what}:${i.path.join('.')}`, message: i.message })));
+  return r.data;
+}
+
+function runConfig(c: z.infer<typeof imageConfig>): ImageRunConfig {
+  const k = c.config ?? {};
+  return { env: k.Env ?? [], entrypoint: k.Entrypoint ?? [], cmd: k.Cmd ?? [], workingDir: k.WorkingDir ?? '', user: k.User ?? '' };
+}
+
+async function exists(p: string): Promise<boolean> {
+  return !!(await stat(p).catch(() => null));
+}

@@ -1,0 +1,98 @@
+import { describe, expect, it } from 'vitest';
+import { buildQemuArgs, opt, type QemuArgsInput } from '../../../../src/vm/qemu/args.js';
+
+const base: QemuArgsInput = {
+  accel: 'tcg', kernelPath: '/k/vmlinux', initrdPath: '/k/initrd.cpio', cmdline: 'console=ttyS0',
+  memoryMiB: 256, cpus: 1, channel: { kind: 'serial', socketPaths: ['/r/agent0.sock'] },
+  qmpSocketPath: '/r/qmp.sock', consoleLogPath: '/m/console.log',
+};
+
+/** The value following each occurrence of `flag`. */
+const values = (a: string[], flag: string) => a.flatMap((x, i) => (x === flag ? [a[i + 1]] : []));
+
+describe('buildQemuArgs', () => {
+  it('builds a headless microvm booting the PVH kernel with the initramfs and cmdline', () => {
+    const a = buildQemuArgs(base);
+    expect(values(a, '-machine')).toEqual(['microvm,rtc=on,isa-serial=on']);
+    expect(values(a, '-kernel')).toEqual(['/k/vmlinux']);
+    expect(values(a, '-initrd')).toEqual(['/k/initrd.cpio']);
+    expect(values(a, '-append')).toEqual(['console=ttyS0']);
+    expect(a).toEqual(expect.arrayContaining(['-nodefaults', '-no-user-config', '-no-reboot']));
+    expect(values(a, '-display')).toEqual(['none']);
+    expect(values(a, '-m')).toEqual(['256M']);
+    expect(values(a, '-serial')).toEqual(['chardev:con0']);
+    expect(values(a, '-chardev')).toContain('file,id=con0,path=/m/console.log');
+    expect(values(a, '-qmp')).toEqual(['unix:/r/qmp.sock,server=on,wait=off']);
+  });
+
+  it('uses TCG without -cpu host, and KVM with it', () => {
+    const tcg = buildQemuArgs(base);
+    expect(values(tcg, '-accel')).toEqual(['tcg']);
+    expect(values(tcg, '-cpu')).not.toContain('host');
+    const kvm = buildQemuArgs({ ...base, accel: 'kvm' });
+    expect(values(kvm, '-accel')).toEqual(['kvm']);
+    expect(values(kvm, '-cpu')).toEqual(['host']);
+  });
+
+  it('has no NIC unless networking is asked for, then user-mode virtio-net', () => {
+    const off = buildQemuArgs(base);
+    expect(values(off, '-nic')).toEqual(['none']);
+    expect(off.join(' ')).not.toContain('virtio-net');
+    const on = buildQemuArgs({ ...base, net: true });
+    expect(values(on, '-nic')).toEqual([]);
+    expect(values(on, '-netdev')).toEqual(['user,id=net0']);
+    expect(values(on, '-device')).toContain('virtio-net-device,netdev=net0');
+  });
+
+  it('names one virtio-serial port per socket, smol.0 first', () => {
+    const a = buildQemuArgs({ ...base, channel: { kind: 'serial', socketPaths: ['/r/a0.sock', '/r/a1.sock'] } });
+    expect(values(a, '-device')).toEqual(expect.arrayContaining([
+      'virtio-serial-device', 'virtserialport,chardev=ch0,name=smol.0', 'virtserialport,chardev=ch1,name=smol.1',
+    ]));
+    expect(values(a, '-chardev')).toContain('socket,id=ch1,path=/r/a1.sock,server=on,wait=off');
+  });
+
+  it('uses vhost-vsock-device for a vsock channel and rejects reserved CIDs', () => {
+    const a = buildQemuArgs({ ...base, channel: { kind: 'vsock', cid: 7 } });
+    expect(values(a, '-device')).toContain('vhost-vsock-device,guest-cid=7');
+    expect(a.join(' ')).not.toContain('virtio-serial');
+    expect(() => buildQemuArgs({ ...base, channel: { kind: 'vsock', cid: 2 } })).toThrow(/cid/);
+  });
+
+  it('attaches disks as virtio-blk-device with stable drive ids', () => {
+    const a = buildQemuArgs({ ...base, disks: [{ path: '/m/disk.qcow2' }, { path: '/m/data.raw', format: 'raw', readOnly: true, id: 'data' }] });
+    expect(values(a, '-drive')).toEqual([
+      'id=disk0,file=/m/disk.qcow2,format=qcow2,if=none,cache=writeback',
+      'id=data,file=/m/data.raw,format=raw,if=none,cache=writeback,read-only=on',
+    ]);
+    expect(values(a, '-device')).toEqual(expect.arrayContaining(['virtio-blk-device,drive=disk0', 'virtio-blk-device,drive=data']));
+  });
+
+  it('maps RAM from a shared file for forkable machines and can wait for an incoming migration', () => {
+    const a = buildQemuArgs({ ...base, memoryBackend: { path: '/dev/shm/smol-x.mem', share: true }, incomingDefer: true });
+    expect(values(a, '-object')).toEqual(['memory-backend-file,id=mem,size=256M,mem-path=/dev/shm/smol-x.mem,share=on']);
+    expect(values(a, '-machine')).toEqual(['microvm,rtc=on,isa-serial=on,memory-backend=mem']);
+    expect(values(a, '-incoming')).toEqual(['defer']);
+    const clone = buildQemuArgs({ ...base, memoryBackend: { path: '/dev/shm/smol-x.mem', share: false } });
+    expect(values(clone, '-object')[0]).toMatch(/share=off$/);
+  });
+
+  it('daemonizes with a pidfile only when asked', () => {
+    expect(buildQemuArgs(base)).not.toContain('-daemonize');
+    const a = buildQemuArgs({ ...base, daemonize: true, pidfilePath: '/m/qemu.pid' });
+    expect(a).toContain('-daemonize');
+    expect(values(a, '-pidfile')).toEqual(['/m/qemu.pid']);
+  });
+
+  it('escapes commas in paths so they cannot inject options', () => {
+    expect(opt('/a,b/c')).toBe('/a,,b/c');
+    const a = buildQemuArgs({ ...base, consoleLogPath: '/m,x/console.log' });
+    expect(values(a, '-chardev')).toContain('file,id=con0,path=/m,,x/console.log');
+  });
+
+  it('rejects nonsensical sizes', () => {
+    expect(() => buildQemuArgs({ ...base, memoryMiB: 16 })).toThrow(/memoryMiB/);
+    expect(() => buildQemuArgs({ ...base, cpus: 0 })).toThrow(/cpus/);
+    expect(() => buildQemuArgs({ ...base, channel: { kind: 'serial', socketPaths: [] } })).toThrow(/at least one/);
+  });
+});
