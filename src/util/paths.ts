@@ -9,6 +9,14 @@ export function smolHome(env: NodeJS.ProcessEnv = process.env): string {
   return path.join(xdg, 'smol');
 }
 
+/**
+ * Kernel, images and caches: rebuildable assets, shareable between several state homes (tests use one
+ * assets dir for many scratch homes). $SMOL_ASSETS, else the state home.
+ */
+export function assetsHome(env: NodeJS.ProcessEnv = process.env): string {
+  return env.SMOL_ASSETS ? path.resolve(env.SMOL_ASSETS) : smolHome(env);
+}
+
 /** The project root (where package.json, shims/ and scripts/ live), from src/ or dist/. */
 export const projectRoot: string = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '..', '..');
 

@@ -1,6 +1,7 @@
 import type { Command } from 'commander';
+import { register as registerRun } from './run.js';
 
 /** Top-level commands (run, fork, setup, doctor, worker, gateway); one file each in this folder. */
-export function registerTopLevelCommands(_program: Command): void {
-  // commands are added as they land
+export function registerTopLevelCommands(program: Command): void {
+  registerRun(program);
 }

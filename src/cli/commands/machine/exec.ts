@@ -1,0 +1,39 @@
+import type { Command } from 'commander';
+import { z } from 'zod';
+import { execInMachine, exitCodeOf } from '../../../vm/exec.js';
+import { machineService } from '../../context.js';
+import { terminalIo } from '../../exec-io.js';
+import { durationSchema, parseFlags } from '../../machine-options.js';
+
+const execSchema = z.object({
+  env: z.array(z.string().regex(/^[A-Za-z_][A-Za-z0-9_]*=/, 'use NAME=value')).optional(),
+  workdir: z.string().startsWith('/', 'must be an absolute guest path').optional(),
+  timeout: durationSchema.optional(),
+  interactive: z.boolean().optional(),
+  tty: z.boolean().optional(),
+});
+
+export function register(parent: Command): void {
+  parent.command('exec')
+    .description('run a command in a running machine; its exit code becomes smol\'s')
+    .argument('<name>', 'machine name')
+    .argument('<command...>', 'command and arguments (after --)')
+    .option('-e, --env <K=V>', 'environment variable (repeatable)', (v: string, p: string[] = []) => [...p, v])
+    .option('-w, --workdir <dir>', 'working directory in the guest')
+    .option('--timeout <duration>', 'kill the command after this long (exit 124)')
+    .option('-i, --interactive', 'forward stdin even when it is a terminal')
+    .option('-t, --tty', 'give the command a terminal')
+    .action(async (name: string, command: string[], opts: unknown) => {
+      const o = parseFlags(execSchema, opts);
+      const env = Object.fromEntries((o.env ?? []).map((e) => [e.slice(0, e.indexOf('=')), e.slice(e.indexOf('=') + 1)]));
+      const term = terminalIo({ interactive: o.interactive, tty: o.tty, timeoutMs: o.timeout });
+      try {
+        const res = await execInMachine(machineService(), name, {
+          argv: command, env, cwd: o.workdir, tty: term.tty, rows: process.stdout.rows, cols: process.stdout.columns,
+        }, term.io);
+        process.exitCode = exitCodeOf(res);
+      } finally {
+        term.restore();
+      }
+    });
+}

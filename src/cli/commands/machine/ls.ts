@@ -1,0 +1,24 @@
+import type { Command } from 'commander';
+import chalk from 'chalk';
+import { machineService } from '../../context.js';
+import { formatDuration, printJson, printTable } from '../../output.js';
+import { machineView } from './view.js';
+
+const color = (s: string) => (s === 'running' ? chalk.green(s) : s === 'crashed' ? chalk.red(s) : s);
+
+export function register(parent: Command): void {
+  parent.command('ls')
+    .alias('list')
+    .description('list machines (state is checked against the processes that exist)')
+    .option('--json', 'print as JSON')
+    .action(async (opts: { json?: boolean }) => {
+      const svc = machineService();
+      const views = (await svc.list()).map((r) => machineView(svc, r));
+      if (opts.json) return printJson(views);
+      if (!views.length) return void process.stdout.write('no machines (create one: smol machine create NAME)\n');
+      printTable(['NAME', 'STATE', 'IMAGE', 'CPUS', 'MEM', 'PARENT', 'UP'], views.map((v) => [
+        v.name, color(v.state), v.image === 'default' ? 'default' : v.image.split('/').pop(), v.cpus, `${v.memoryMiB}M`,
+        v.parent, v.state === 'running' && v.startedAt ? formatDuration(Date.now() - Date.parse(v.startedAt)) : null,
+      ]));
+    });
+}

@@ -1,0 +1,21 @@
+import type { Command } from 'commander';
+import { machineService } from '../../context.js';
+import { printJson } from '../../output.js';
+
+export function register(parent: Command): void {
+  parent.command('rm')
+    .description('remove machines and all their files')
+    .argument('<names...>', 'machine names')
+    .option('-f, --force', 'stop running machines first')
+    .option('--json', 'print what was removed as JSON')
+    .action(async (names: string[], opts: { force?: boolean; json?: boolean }) => {
+      const svc = machineService();
+      const removed: string[] = [];
+      for (const n of names) {
+        await svc.remove(n, { force: opts.force });
+        removed.push(n);
+        if (!opts.json) process.stdout.write(`${n}\n`);
+      }
+      if (opts.json) printJson({ removed });
+    });
+}

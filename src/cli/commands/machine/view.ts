@@ -1,0 +1,14 @@
+/** The public shape of a machine in `ls`/`status` output (stable for --json consumers). */
+import type { MachineRecord } from '../../../vm/registry/machines.js';
+import type { MachineService } from '../../../vm/service.js';
+
+export function machineView(svc: MachineService, r: MachineRecord) {
+  const layout = svc.layout(r);
+  return {
+    name: r.name, id: r.id, state: r.state, ephemeral: r.ephemeral, image: r.spec.image, imageId: r.imageId,
+    cpus: r.spec.cpus, memoryMiB: r.spec.memory, net: r.spec.net, gpu: r.spec.gpu, forkable: r.spec.fork.enabled,
+    pid: r.state === 'running' ? r.pid : null, parent: r.parent, generation: r.generation,
+    createdAt: new Date(r.createdAt).toISOString(), startedAt: r.startedAt ? new Date(r.startedAt).toISOString() : null,
+    lastError: r.lastError, dir: layout.dir, consoleLog: layout.consoleLog,
+  };
+}

@@ -1,0 +1,45 @@
+import type { Command } from 'commander';
+import { z } from 'zod';
+import { UserError } from '../../errors/index.js';
+import { runEphemeral } from '../../vm/run.js';
+import { exitCodeOf } from '../../vm/exec.js';
+import { machineService, progress } from '../context.js';
+import { terminalIo } from '../exec-io.js';
+import { addMachineOptions, durationSchema, parseFlags, specFromFlags } from '../machine-options.js';
+
+export const runOptionsSchema = z.object({
+  timeout: durationSchema.optional(),
+  interactive: z.boolean().optional(),
+  tty: z.boolean().optional(),
+  name: z.string().optional(),
+  bootTimeout: durationSchema.optional(),
+}).passthrough();
+
+/** `smol run -- CMD…`: boot a throwaway machine, run one command, remove the machine however it ends. */
+export function register(program: Command): void {
+  addMachineOptions(program.command('run'))
+    .description('run a command in a new throwaway microVM; its exit code becomes smol\'s')
+    .argument('[command...]', 'command and arguments (after --)')
+    .option('--timeout <duration>', 'kill the command after this long (exit 124)')
+    .option('-i, --interactive', 'forward stdin even when it is a terminal')
+    .option('-t, --tty', 'give the command a terminal')
+    .option('--name <name>', 'name for the throwaway machine')
+    .option('--boot-timeout <duration>', 'how long to wait for the guest (default 60s)')
+    .action(async (command: string[], opts: Record<string, unknown>) => {
+      const o = parseFlags(runOptionsSchema, opts);
+      const spec = specFromFlags(opts);
+      const argv = command.length ? command : spec.command;
+      if (!argv?.length) throw new UserError('no command given', { hint: 'Usage: smol run [options] -- CMD [ARGS…]' });
+      const term = terminalIo({ interactive: o.interactive, tty: o.tty, timeoutMs: o.timeout });
+      const p = progress();
+      try {
+        const res = await runEphemeral(machineService(), spec, {
+          argv, tty: term.tty, rows: process.stdout.rows, cols: process.stdout.columns,
+        }, { ...term.io, onStart: (h) => { p.done(); term.io.onStart?.(h); } }, { name: o.name, bootTimeoutMs: o.bootTimeout, onProgress: (m) => p.update(m) });
+        process.exitCode = exitCodeOf(res);
+      } finally {
+        p.done();
+        term.restore();
+      }
+    });
+}

@@ -1,0 +1,67 @@
+/** Flags shared by `smol run` and `smol machine create`, and how they become a machine spec. */
+import ms from 'ms';
+import { z } from 'zod';
+import type { Command } from 'commander';
+import { Option } from 'commander';
+import { ValidationError } from '../errors/index.js';
+import { loadSmolfile } from '../smolfile/load.js';
+import { mergeSpec } from '../smolfile/merge.js';
+import { cpusSchema, memorySchema, type Smolfile } from '../smolfile/schema.js';
+
+const collect = (v: string, prev: string[] = []) => [...prev, v];
+
+export function addMachineOptions(cmd: Command): Command {
+  return cmd
+    .option('--image <ref>', 'image: "default", a rootfs directory, or a docker save / OCI tarball')
+    .option('-s, --smolfile <file>', 'read the machine declaration from a Smolfile')
+    .option('--cpus <n>', 'virtual CPUs')
+    .option('--mem <size>', 'memory, in MiB or with a unit (512M, 1G)')
+    .option('-e, --env <K=V>', 'environment variable (repeatable)', collect)
+    .option('-w, --workdir <dir>', 'working directory in the guest')
+    .option('--net', 'give the machine user-mode networking (off by default)')
+    .option('--gpu', 'forward CUDA/NVML calls to the host GPU daemon')
+    .addOption(new Option('--forkable', 'keep guest memory in a file so the machine can be forked').hideHelp(false));
+}
+
+export const machineFlagsSchema = z.object({
+  image: z.string().min(1).optional(),
+  smolfile: z.string().optional(),
+  cpus: z.coerce.number().pipe(cpusSchema).optional(),
+  mem: memorySchema.optional(),
+  env: z.array(z.string().regex(/^[A-Za-z_][A-Za-z0-9_]*=/, 'use NAME=value')).optional(),
+  workdir: z.string().startsWith('/', 'must be an absolute guest path').optional(),
+  net: z.boolean().optional(),
+  gpu: z.boolean().optional(),
+  forkable: z.boolean().optional(),
+}).passthrough();
+
+export const durationSchema = z.string().transform((v, ctx) => {
+  const n = /^\d+(\.\d+)?$/.test(v) ? Number(v) * 1000 : (ms as (s: string) => number | undefined)(v);
+  if (n === undefined || !Number.isFinite(n) || n <= 0) {
+    ctx.addIssue({ code: 'custom', message: `"${v}" is not a duration; use seconds or forms like 30s, 5m` });
+    return z.NEVER;
+  }
+  return n;
+});
+
+/** Parse flags with a schema, naming the flag (--mem) in errors rather than the property. */
+export function parseFlags<T extends z.ZodTypeAny>(schema: T, opts: unknown): z.output<T> {
+  const r = schema.safeParse(opts);
+  if (r.success) return r.data;
+  throw new ValidationError('invalid options', r.error.issues.map((i) => ({
+    path: `--${String(i.path[0] ?? '').replace(/[A-Z]/g, (c) => `-${c.toLowerCase()}`)}`,
+    message: i.message,
+  })));
+}
+
+export function specFromFlags(opts: unknown): Smolfile {
+  const f = parseFlags(machineFlagsSchema, opts);
+  const base = f.smolfile ? loadSmolfile(f.smolfile) : undefined;
+  const env = f.env ? Object.fromEntries(f.env.map((e) => [e.slice(0, e.indexOf('=')), e.slice(e.indexOf('=') + 1)])) : undefined;
+  return mergeSpec(base?.spec, base?.dir, {
+    image: f.image === undefined || f.image === 'default' ? f.image : pathOf(f.image),
+    cpus: f.cpus, memory: f.mem, net: f.net, gpu: f.gpu, forkable: f.forkable, env, workdir: f.workdir,
+  });
+}
+
+const pathOf = (p: string) => (p.startsWith('/') ? p : `${process.cwd()}/${p}`);

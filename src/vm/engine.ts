@@ -1,0 +1,57 @@
+/**
+ * The seam between machine bookkeeping (service.ts) and the parts that make a VM real: images and disks,
+ * the QEMU backend, the guest agent channel. The service only talks to this interface.
+ */
+import type { Smolfile } from '../smolfile/schema.js';
+import type { MachineLayout } from './layout.js';
+
+export type Progress = (message: string) => void;
+
+export interface PreparedDisk { imageId: string }
+
+export interface LaunchOptions {
+  /** Boot from the initramfs alone (tmpfs root): the fastest path for throwaway machines on the default image. */
+  diskless: boolean;
+  forkable: boolean;
+  onProgress?: Progress;
+}
+
+export interface ExecRequest {
+  argv: string[];
+  env?: Record<string, string>;
+  cwd?: string;
+  tty?: boolean;
+  rows?: number;
+  cols?: number;
+}
+
+export interface ExecHandle {
+  stdout: NodeJS.ReadableStream;
+  stderr: NodeJS.ReadableStream;
+  stdin: NodeJS.WritableStream;
+  signal(sig: NodeJS.Signals): void;
+  resize(rows: number, cols: number): void;
+  exit: Promise<{ code: number | null; signal: string | null }>;
+}
+
+export interface GuestChannel {
+  exec(req: ExecRequest): Promise<ExecHandle>;
+  putFile(source: NodeJS.ReadableStream, guestPath: string, mode: number): Promise<void>;
+  getFile(guestPath: string): Promise<{ size: number; mode: number; stream: NodeJS.ReadableStream }>;
+  configure(opts: { hostname?: string; machineId?: string; entropy?: Buffer; timeMs?: number }): Promise<void>;
+  shutdown(): Promise<void>;
+  close(): void;
+}
+
+export interface Engine {
+  /** Resolve the image and create the machine's disk (a qcow2 overlay on the shared base). */
+  prepareDisk(spec: Smolfile, layout: MachineLayout, onProgress?: Progress): Promise<PreparedDisk>;
+  /** Start QEMU detached from this process; resolves with its pid once it is running. */
+  launch(spec: Smolfile, layout: MachineLayout, opts: LaunchOptions): Promise<number>;
+  /** Connect to the agent on one of the machine's ports and complete the handshake. */
+  connect(layout: MachineLayout, port: number, timeoutMs: number): Promise<GuestChannel>;
+  /** Ask QEMU to quit (QMP), then kill it if it does not exit in time. */
+  terminate(pid: number, layout: MachineLayout, graceMs: number): Promise<void>;
+  /** Last lines of the guest console, for error messages. */
+  consoleTail(layout: MachineLayout, lines: number): string;
+}

@@ -1,0 +1,118 @@
+/** Running commands and copying files in machines, on top of MachineService's channel. */
+import fs from 'node:fs';
+import os from 'node:os';
+import path from 'node:path';
+import { pipeline } from 'node:stream/promises';
+import { NotFoundError, UserError, mapFsError } from '../errors/index.js';
+import type { ExecHandle, ExecRequest, GuestChannel } from './engine.js';
+import type { MachineService } from './service.js';
+
+export interface ExecIo {
+  /** null: the guest command sees EOF on stdin at once. */
+  stdin: NodeJS.ReadableStream | null;
+  stdout: NodeJS.WritableStream;
+  stderr: NodeJS.WritableStream;
+  timeoutMs?: number;
+  /** Receives the running command so the caller can forward signals and terminal resizes. */
+  onStart?: (h: ExecHandle) => void;
+}
+
+export interface ExecResult { code: number | null; signal: string | null; timedOut: boolean }
+
+/** Shell convention: a command killed by signal N exits 128+N; a timeout exits 124. */
+export function exitCodeOf(r: ExecResult): number {
+  if (r.timedOut) return 124;
+  if (r.code !== null) return r.code;
+  const n = r.signal ? os.constants.signals[r.signal as NodeJS.Signals] : undefined;
+  return 128 + (n ?? 9);
+}
+
+export async function execOnChannel(ch: GuestChannel, req: ExecRequest, io: ExecIo): Promise<ExecResult> {
+  const h = await ch.exec(req);
+  io.onStart?.(h);
+  let timedOut = false;
+  const timer = io.timeoutMs
+    ? setTimeout(() => {
+        timedOut = true;
+        h.signal('SIGTERM');
+        setTimeout(() => h.signal('SIGKILL'), 2_000).unref();
+      }, io.timeoutMs)
+    : undefined;
+  const drained = (src: NodeJS.ReadableStream, dst: NodeJS.WritableStream) =>
+    new Promise<void>((resolve) => {
+      src.on('end', resolve);
+      src.on('error', () => resolve());
+      src.pipe(dst, { end: false });
+    });
+  if (io.stdin) {
+    io.stdin.pipe(h.stdin);
+  } else {
+    h.stdin.end();
+  }
+  try {
+    const [res] = await Promise.all([h.exit, drained(h.stdout, io.stdout), drained(h.stderr, io.stderr)]);
+    return { ...res, timedOut };
+  } finally {
+    if (timer) clearTimeout(timer);
+    if (io.stdin) io.stdin.unpipe(h.stdin as NodeJS.WritableStream);
+  }
+}
+
+export async function execInMachine(svc: MachineService, name: string, req: ExecRequest, io: ExecIo): Promise<ExecResult> {
+  const { rec, ch, release } = await svc.channel(name);
+  try {
+    return await execOnChannel(ch, { cwd: rec.spec.workdir, ...req, env: { ...rec.spec.env, ...(req.env ?? {}) } }, io);
+  } finally {
+    ch.close();
+    release();
+  }
+}
+
+export interface CopyEnd { machine: string | null; path: string }
+
+/** "name:/path" names a guest path; anything else is a host path. */
+export function parseCopyEnd(arg: string): CopyEnd {
+  const m = /^([a-zA-Z0-9][a-zA-Z0-9_.-]*):(.*)$/.exec(arg);
+  if (m && !arg.startsWith('./') && !arg.startsWith('/')) return { machine: m[1], path: m[2] };
+  return { machine: null, path: arg };
+}
+
+export async function copy(svc: MachineService, srcArg: string, dstArg: string): Promise<{ bytes: number; direction: 'in' | 'out' }> {
+  const src = parseCopyEnd(srcArg);
+  const dst = parseCopyEnd(dstArg);
+  if (!!src.machine === !!dst.machine) {
+    throw new UserError('cp needs exactly one guest path written as MACHINE:/path', { hint: 'Examples: smol machine cp ./f.txt vm1:/tmp/f.txt, or smol machine cp vm1:/etc/hostname .' });
+  }
+  const guest = (src.machine ? src : dst) as { machine: string; path: string };
+  if (!guest.path.startsWith('/')) throw new UserError(`guest path must be absolute: ${guest.path}`);
+  const { ch, release } = await svc.channel(guest.machine);
+  try {
+    if (dst.machine) {
+      let st: fs.Stats;
+      try {
+        st = fs.statSync(src.path);
+      } catch {
+        throw new NotFoundError(`no such file: ${src.path}`);
+      }
+      if (!st.isFile()) throw new UserError(`cp copies regular files; ${src.path} is not one`);
+      const target = dst.path.endsWith('/') ? dst.path + path.basename(src.path) : dst.path;
+      await ch.putFile(fs.createReadStream(src.path), target, st.mode & 0o7777);
+      return { bytes: st.size, direction: 'in' };
+    }
+    const { size, mode, stream } = await ch.getFile(src.path);
+    let target = dst.path;
+    if (fs.existsSync(target) && fs.statSync(target).isDirectory()) target = path.join(target, path.posix.basename(src.path));
+    const tmp = `${target}.smol-part-${process.pid}`;
+    try {
+      await pipeline(stream, fs.createWriteStream(tmp, { mode: mode & 0o7777 }));
+      fs.renameSync(tmp, target);
+    } catch (err) {
+      fs.rmSync(tmp, { force: true });
+      throw mapFsError(err, `writing ${target}`);
+    }
+    return { bytes: size, direction: 'out' };
+  } finally {
+    ch.close();
+    release();
+  }
+}

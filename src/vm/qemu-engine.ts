@@ -1,0 +1,99 @@
+/**
+ * The real Engine: Debian's kernel + our initramfs, image bases with qcow2 overlays, the QEMU backend,
+ * and the agent client on the machine's virtio-serial ports.
+ */
+import fs from 'node:fs';
+import path from 'node:path';
+import type { Readable } from 'node:stream';
+import { PrerequisiteError } from '../errors/index.js';
+import type { Smolfile } from '../smolfile/schema.js';
+import { assetsHome } from '../util/paths.js';
+import { AgentClient } from './agent/index.js';
+import { consoleTail, selectBackend, type VmBackend } from './backend/index.js';
+import type { Engine, ExecHandle, ExecRequest, GuestChannel, LaunchOptions, PreparedDisk, Progress } from './engine.js';
+import { createOverlay, ensureInitramfs, resolveImage } from './image/index.js';
+import { findKernel } from './kernel/index.js';
+import { AGENT_PORTS, type MachineLayout } from './layout.js';
+
+const SETUP_HINT = 'Run `smol setup` (or `npm run setup`) to fetch the guest kernel and build the default image.';
+
+export interface QemuEngineOptions {
+  /** One-line notices such as "KVM unusable: using TCG"; printed once per data dir by the caller. */
+  notice?: (line: string) => void;
+}
+
+export function createQemuEngine(home: string, o: QemuEngineOptions = {}): Engine {
+  const assets = assetsHome({ ...process.env, SMOL_HOME: home });
+  let backend: Promise<VmBackend> | undefined;
+  const getBackend = () => (backend ??= selectBackend({ notice: o.notice }));
+
+  return {
+    async prepareDisk(spec: Smolfile, layout: MachineLayout, onProgress?: Progress): Promise<PreparedDisk> {
+      onProgress?.(`resolving image ${spec.image}`);
+      const img = await resolveImage(spec.image, assets, { log: onProgress });
+      await createOverlay(img.basePath, layout.disk, { sizeBytes: spec.disk ? spec.disk * 1024 * 1024 : undefined });
+      return { imageId: img.id };
+    },
+
+    async launch(spec: Smolfile, layout: MachineLayout, lo: LaunchOptions): Promise<number> {
+      const b = await getBackend();
+      const kernel = await findKernel(assets);
+      if (!kernel) throw new PrerequisiteError(`guest kernel missing in ${assets}`, { hint: SETUP_HINT });
+      const initrd = await ensureInitramfs(assets, kernel);
+      if (!initrd.hasAgent) throw new PrerequisiteError('the guest agent is not built', { hint: 'Build it with: npm run build (needs gcc and libc6-dev).' });
+      lo.onProgress?.('booting');
+      const r = await b.launch({
+        machineDir: layout.dir, runDir: layout.runDir, name: path.basename(layout.dir),
+        kernelPath: kernel.vmlinux, initrdPath: initrd.path, memoryMiB: spec.memory, cpus: spec.cpus,
+        disks: lo.diskless ? [] : [{ path: layout.disk, format: 'qcow2', id: 'root' }], rootDisk: !lo.diskless,
+        net: spec.net, ports: AGENT_PORTS, channel: 'serial',
+        memoryBackend: lo.forkable ? { path: layout.memFile, share: true } : undefined,
+      });
+      return r.pid;
+    },
+
+    async connect(layout: MachineLayout, port: number, timeoutMs: number): Promise<GuestChannel> {
+      const client = await AgentClient.connectUnix(layout.agentSockets[port], { timeoutMs, name: path.basename(layout.dir) });
+      return channelOf(client);
+    },
+
+    async terminate(pid: number, layout: MachineLayout, graceMs: number): Promise<void> {
+      const b = await getBackend();
+      if (graceMs > 0) {
+        if (await b.waitExit(pid, graceMs)) return;
+        await b.quit(layout.qmpSocket, pid, 2_000);
+      } else {
+        await b.kill(pid, 0);
+      }
+    },
+
+    consoleTail(layout: MachineLayout, lines: number): string {
+      return consoleTail(layout.consoleLog, lines);
+    },
+  };
+}
+
+function channelOf(client: AgentClient): GuestChannel {
+  return {
+    async exec(req: ExecRequest): Promise<ExecHandle> {
+      const s = client.exec({ argv: req.argv, env: req.env, cwd: req.cwd, tty: req.tty, rows: req.rows, cols: req.cols });
+      return {
+        stdout: s.stdout, stderr: s.stderr, stdin: s.stdin,
+        signal: (sig) => s.signal(sig), resize: (r, c) => s.resize(r, c), exit: s.exit,
+      };
+    },
+    async putFile(source, guestPath, mode) {
+      await client.putFile(source as Readable, guestPath, mode);
+    },
+    getFile: (guestPath) => client.getFile(guestPath),
+    configure: (c) => client.configure({ hostname: c.hostname, machineId: c.machineId, entropy: c.entropy, clock: c.timeMs }),
+    shutdown: () => client.shutdown(),
+    close: () => client.close(),
+  };
+}
+
+/** True once the kernel and agent exist, without fetching anything. */
+export async function assetsReady(home: string): Promise<boolean> {
+  const kernel = await findKernel(assetsHome({ ...process.env, SMOL_HOME: home }));
+  return !!kernel && fs.existsSync(kernel.vmlinux);
+}

@@ -1,0 +1,25 @@
+/** Brings a recorded state in line with the processes that exist now. */
+import { MachineStore, pidAlive, type MachineRecord } from './registry/machines.js';
+
+export function reconcile(store: MachineStore, rec: MachineRecord): MachineRecord {
+  const qemuAlive = pidAlive(rec.pid);
+  const busy = store.lockHolder(rec.id) !== null;
+  if ((rec.state === 'running' || rec.state === 'stopping') && !qemuAlive && !busy) {
+    return mark(store, rec, 'QEMU exited unexpectedly');
+  }
+  if ((rec.state === 'starting' || rec.state === 'creating') && !busy && !(rec.ephemeral && pidAlive(rec.ownerPid))) {
+    if (rec.state === 'creating') return mark(store, rec, 'smol was interrupted while creating the machine');
+    if (!qemuAlive) return mark(store, rec, 'smol was interrupted while starting the machine');
+  }
+  return rec;
+}
+
+function mark(store: MachineStore, rec: MachineRecord, why: string): MachineRecord {
+  store.update(rec.id, { state: 'crashed', lastError: rec.lastError ?? why });
+  return { ...rec, state: 'crashed', lastError: rec.lastError ?? why };
+}
+
+/** An ephemeral machine whose owning `smol run` died is garbage: nobody can reach it any more. */
+export function isOrphan(rec: MachineRecord): boolean {
+  return rec.ephemeral && !pidAlive(rec.ownerPid);
+}

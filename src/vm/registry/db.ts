@@ -1,0 +1,56 @@
+/** The machine registry: one SQLite file under $SMOL_HOME, shared by every smol process on the host. */
+import fs from 'node:fs';
+import path from 'node:path';
+import Database from 'better-sqlite3';
+import { mapFsError } from '../../errors/index.js';
+
+const migrations: string[] = [
+  `CREATE TABLE machines (
+     id TEXT PRIMARY KEY,
+     name TEXT NOT NULL UNIQUE,
+     state TEXT NOT NULL,
+     ephemeral INTEGER NOT NULL DEFAULT 0,
+     spec TEXT NOT NULL,
+     image_id TEXT,
+     pid INTEGER,
+     owner_pid INTEGER,
+     parent TEXT,
+     generation INTEGER NOT NULL DEFAULT 0,
+     booted INTEGER NOT NULL DEFAULT 0,
+     created_at INTEGER NOT NULL,
+     started_at INTEGER,
+     last_error TEXT
+   );
+   CREATE TABLE locks (
+     machine TEXT PRIMARY KEY,
+     pid INTEGER NOT NULL,
+     op TEXT NOT NULL,
+     acquired_at INTEGER NOT NULL
+   );`,
+];
+
+export type Db = Database.Database;
+
+export function openRegistry(file: string): Db {
+  try {
+    fs.mkdirSync(path.dirname(file), { recursive: true });
+    const db = new Database(file);
+    db.pragma('journal_mode = WAL');
+    db.pragma('busy_timeout = 5000');
+    db.pragma('synchronous = NORMAL');
+    migrate(db);
+    return db;
+  } catch (err) {
+    throw mapFsError(err, `opening the machine registry ${file}`);
+  }
+}
+
+function migrate(db: Db): void {
+  const current = db.pragma('user_version', { simple: true }) as number;
+  for (let v = current; v < migrations.length; v++) {
+    db.transaction(() => {
+      db.exec(migrations[v]);
+      db.pragma(`user_version = ${v + 1}`);
+    }).immediate();
+  }
+}

@@ -1,0 +1,247 @@
+/**
+ * Machine lifecycle: create, start, stop, remove, list. Every transition takes the machine's lock and
+ * records state in the registry before and after touching processes, so an interrupted smol leaves a
+ * record that reconciliation (reconcile.ts) can read truthfully.
+ */
+import fs from 'node:fs';
+import { BootError, ConflictError, GuestChannelError, SmolError, mapFsError } from '../errors/index.js';
+import type { Smolfile } from '../smolfile/schema.js';
+import type { Engine, GuestChannel, Progress } from './engine.js';
+import { machineLayout, AGENT_PORTS, type MachineLayout } from './layout.js';
+import { MachineStore, newMachineId, pidAlive, type MachineRecord } from './registry/machines.js';
+import { isOrphan, reconcile } from './reconcile.js';
+
+export interface ServiceOptions { home: string; store: MachineStore; engine: Engine }
+
+export interface CreateOptions { name?: string; ephemeral?: boolean; parent?: string; onProgress?: Progress }
+
+export interface StartOptions {
+  onProgress?: Progress;
+  bootTimeoutMs?: number;
+  /** Hand the boot-time channel to the caller (saves a reconnect for `smol run`). */
+  keepChannel?: boolean;
+  /** Run this boot with file-backed memory so it can be forked, whatever the spec says. */
+  forkable?: boolean;
+}
+
+export interface OpenChannel { ch: GuestChannel; release: () => void }
+
+const DEFAULT_BOOT_TIMEOUT_MS = Number(process.env.SMOL_BOOT_TIMEOUT_MS ?? 60_000);
+
+export class MachineService {
+  readonly home: string;
+  readonly store: MachineStore;
+  readonly engine: Engine;
+
+  constructor(o: ServiceOptions) {
+    this.home = o.home;
+    this.store = o.store;
+    this.engine = o.engine;
+  }
+
+  layout(rec: Pick<MachineRecord, 'id'>): MachineLayout {
+    return machineLayout(this.home, rec.id);
+  }
+
+  /** Register a machine and build its disk. A failure removes everything it made. */
+  async create(spec: Smolfile, o: CreateOptions = {}): Promise<MachineRecord> {
+    const id = newMachineId();
+    const name = o.name ?? `${o.ephemeral ? 'run' : 'vm'}-${id.slice(0, 6)}`;
+    const rec = this.store.insert({ id, name, state: 'creating', ephemeral: !!o.ephemeral, spec, imageId: null, ownerPid: o.ephemeral ? process.pid : null, parent: o.parent ?? null, generation: 0 });
+    const layout = this.layout(rec);
+    try {
+      fs.mkdirSync(layout.dir, { recursive: true });
+      const diskless = this.isDiskless(rec);
+      const { imageId } = diskless ? { imageId: 'default' } : await this.engine.prepareDisk(spec, layout, o.onProgress);
+      this.store.update(id, { state: 'stopped', imageId });
+      return this.store.get(id);
+    } catch (err) {
+      this.removeFiles(layout);
+      this.store.delete(id);
+      throw mapFsError(err, `creating machine "${name}"`);
+    }
+  }
+
+  /** Throwaway machines on the default image boot from the initramfs alone. */
+  isDiskless(rec: MachineRecord): boolean {
+    return rec.ephemeral && rec.spec.image === 'default';
+  }
+
+  async start(nameOrId: string, o: StartOptions = {}): Promise<MachineRecord & { channel?: OpenChannel }> {
+    let rec = this.refresh(this.store.get(nameOrId));
+    if (rec.state === 'running') throw new ConflictError(`machine "${rec.name}" is already running`);
+    const unlock = this.store.lock(rec.id, 'start', rec.name);
+    const layout = this.layout(rec);
+    try {
+      this.store.update(rec.id, { state: 'starting', lastError: null });
+      fs.mkdirSync(layout.runDir, { recursive: true });
+      const pid = await this.engine.launch(rec.spec, layout, { diskless: this.isDiskless(rec), forkable: o.forkable ?? rec.spec.fork.enabled, onProgress: o.onProgress });
+      this.store.update(rec.id, { pid, startedAt: Date.now() });
+      o.onProgress?.('waiting for the guest agent');
+      const release = this.store.lock(`${rec.id}#p0`, 'channel', rec.name);
+      let ch: GuestChannel | undefined;
+      try {
+        ch = await this.waitReady(rec, layout, pid, o.bootTimeoutMs ?? DEFAULT_BOOT_TIMEOUT_MS);
+        if (!rec.booted) await this.firstBoot(rec, ch, o.onProgress);
+      } catch (err) {
+        ch?.close();
+        release();
+        throw err;
+      }
+      this.store.update(rec.id, { state: 'running', booted: true });
+      rec = this.store.get(rec.id);
+      if (o.keepChannel) return { ...rec, channel: { ch, release } };
+      ch.close();
+      release();
+      return rec;
+    } catch (err) {
+      const cur = this.store.get(rec.id);
+      if (cur.pid) await this.engine.terminate(cur.pid, layout, 0).catch(() => undefined);
+      this.store.update(rec.id, { state: 'stopped', pid: null, lastError: (err as Error).message });
+      throw err;
+    } finally {
+      unlock();
+    }
+  }
+
+  private async waitReady(rec: MachineRecord, layout: MachineLayout, pid: number, timeoutMs: number): Promise<GuestChannel> {
+    const deadline = Date.now() + timeoutMs;
+    let lastErr: unknown;
+    while (Date.now() < deadline) {
+      if (!pidAlive(pid)) {
+        throw new BootError(`boot failed: QEMU exited before machine "${rec.name}" was ready`, { where: rec.name, hint: `Console output:\n${this.engine.consoleTail(layout, 20)}` });
+      }
+      try {
+        return await this.engine.connect(layout, 0, Math.min(5_000, Math.max(100, deadline - Date.now())));
+      } catch (err) {
+        lastErr = err;
+        await new Promise((r) => setTimeout(r, 50));
+      }
+    }
+    throw new BootError(`boot failed: machine "${rec.name}" did not become ready within ${Math.round(timeoutMs / 1000)}s`, {
+      where: rec.name, cause: lastErr, hint: `Last console lines:\n${this.engine.consoleTail(layout, 20)}`,
+    });
+  }
+
+  private async firstBoot(rec: MachineRecord, ch: GuestChannel, onProgress?: Progress): Promise<void> {
+    await ch.configure({ hostname: rec.name, timeMs: Date.now() }).catch(() => undefined);
+    for (const [i, cmd] of rec.spec.init.entries()) {
+      onProgress?.(`init ${i + 1}/${rec.spec.init.length}: ${cmd}`);
+      const h = await ch.exec({ argv: ['/bin/sh', '-c', cmd], env: rec.spec.env, cwd: rec.spec.workdir });
+      h.stdin.end();
+      const out: Buffer[] = [];
+      h.stdout.on('data', (d: Buffer) => out.push(d));
+      h.stderr.on('data', (d: Buffer) => out.push(d));
+      const res = await h.exit;
+      if (res.code !== 0) {
+        throw new BootError(`init command ${i + 1} failed (exit ${res.code ?? res.signal}): ${cmd}`, { where: rec.name, hint: Buffer.concat(out).toString().trim().split('\n').slice(-10).join('\n') });
+      }
+    }
+  }
+
+  /** Open a channel to a running machine on a free agent port. Several smol processes may do this at once. */
+  async channel(nameOrId: string): Promise<{ rec: MachineRecord; ch: GuestChannel; release: () => void }> {
+    const rec = this.refresh(this.store.get(nameOrId));
+    if (rec.state === 'crashed') throw new GuestChannelError(`machine "${rec.name}" has crashed (its QEMU process is gone)`, { hint: `Remove it with: smol machine rm ${rec.name}, or start it again.` });
+    if (rec.state !== 'running') throw new ConflictError(`machine "${rec.name}" is not running (state: ${rec.state})`, { hint: `Start it first: smol machine start ${rec.name}` });
+    const layout = this.layout(rec);
+    const deadline = Date.now() + 30_000;
+    for (;;) {
+      for (let port = 0; port < AGENT_PORTS; port++) {
+        let release: () => void;
+        try {
+          release = this.store.lock(`${rec.id}#p${port}`, 'channel', rec.name);
+        } catch (err) {
+          if (err instanceof ConflictError) continue;
+          throw err;
+        }
+        try {
+          const ch = await this.engine.connect(layout, port, 10_000);
+          return { rec, ch, release };
+        } catch (err) {
+          release();
+          if (!pidAlive(rec.pid)) {
+            this.store.update(rec.id, { state: 'crashed' });
+            throw new GuestChannelError(`machine "${rec.name}" has crashed (its QEMU process is gone)`, { cause: err });
+          }
+          throw err;
+        }
+      }
+      if (Date.now() > deadline) throw new ConflictError(`machine "${rec.name}" has ${AGENT_PORTS} sessions open already`, { hint: 'Wait for one to finish.' });
+      await new Promise((r) => setTimeout(r, 100));
+    }
+  }
+
+  async stop(nameOrId: string, o: { force?: boolean; timeoutMs?: number } = {}): Promise<MachineRecord> {
+    const rec = this.refresh(this.store.get(nameOrId));
+    if (rec.state === 'stopped') return rec;
+    const unlock = this.store.lock(rec.id, 'stop', rec.name);
+    try {
+      this.store.update(rec.id, { state: 'stopping' });
+      await this.halt(rec, o.force ? 0 : o.timeoutMs ?? 10_000);
+      this.store.update(rec.id, { state: 'stopped', pid: null });
+      return this.store.get(rec.id);
+    } finally {
+      unlock();
+    }
+  }
+
+  /** Power the guest off cleanly (so its disk is consistent), or kill QEMU when graceMs is 0. */
+  private async halt(rec: MachineRecord, graceMs: number): Promise<void> {
+    const layout = this.layout(rec);
+    if (rec.pid && pidAlive(rec.pid) && graceMs > 0) {
+      try {
+        const ch = await this.engine.connect(layout, AGENT_PORTS - 1, 2_000);
+        await ch.shutdown().catch(() => undefined);
+        ch.close();
+      } catch {
+        // an unresponsive guest is terminated below
+      }
+    }
+    if (rec.pid) await this.engine.terminate(rec.pid, layout, graceMs);
+    fs.rmSync(layout.runDir, { recursive: true, force: true });
+  }
+
+  async remove(nameOrId: string, o: { force?: boolean } = {}): Promise<void> {
+    const rec = this.refresh(this.store.get(nameOrId));
+    if ((rec.state === 'running' || rec.state === 'starting') && !o.force) {
+      throw new ConflictError(`machine "${rec.name}" is running`, { hint: `Stop it first (smol machine stop ${rec.name}) or use --force.` });
+    }
+    const unlock = this.store.lock(rec.id, 'rm', rec.name);
+    try {
+      await this.halt(rec, 0);
+      this.removeFiles(this.layout(rec));
+      this.store.delete(rec.id);
+    } finally {
+      unlock();
+    }
+  }
+
+  /** All machines, reconciled; ephemeral machines orphaned by a killed `smol run` are cleaned up on the way. */
+  async list(): Promise<MachineRecord[]> {
+    const out: MachineRecord[] = [];
+    for (const r of this.store.list()) {
+      if (isOrphan(r) && this.store.lockHolder(r.id) === null) {
+        await this.remove(r.id, { force: true }).catch(() => undefined);
+        continue;
+      }
+      out.push(this.refresh(r));
+    }
+    return out;
+  }
+
+  /** The record as it really is: a running machine whose QEMU is gone is crashed. */
+  refresh(rec: MachineRecord): MachineRecord {
+    return reconcile(this.store, rec);
+  }
+
+  private removeFiles(layout: MachineLayout): void {
+    for (const p of [layout.dir, layout.runDir, layout.memFile]) {
+      try {
+        fs.rmSync(p, { recursive: true, force: true });
+      } catch (err) {
+        throw new SmolError(`removing ${p} failed: ${(err as Error).message}`);
+      }
+    }
+  }
+}

@@ -1,0 +1,109 @@
+import fs from 'node:fs';
+import path from 'node:path';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { killQemuMentioning, qemuProcessesMentioning, scratchHome, smol, smolSpawn } from '../../helpers/cli.js';
+
+let home: string;
+beforeAll(() => { home = scratchHome('run'); });
+afterAll(() => {
+  killQemuMentioning(home);
+  fs.rmSync(home, { recursive: true, force: true });
+});
+
+describe('smol run (real QEMU)', () => {
+  it('passes the exit code through and keeps stdout and stderr apart', async () => {
+    const r = await smol(['run', '--', 'sh', '-c', 'echo out; echo err >&2; exit 3'], { home });
+    expect(r.stderr).toContain('err\n');
+    expect(r.stdout).toBe('out\n');
+    expect(r.code).toBe(3);
+    expect(r.stderr).not.toContain('out');
+  });
+
+  it('forwards piped stdin', async () => {
+    const r = await smol(['run', '--', 'cat'], { home, input: 'hi from the host\n' });
+    expect(r.stdout).toBe('hi from the host\n');
+    expect(r.code).toBe(0);
+  });
+
+  it('applies -e and -w', async () => {
+    const r = await smol(['run', '-e', 'FOO=bar baz', '-w', '/tmp', '--', 'sh', '-c', 'echo "$FOO"; pwd'], { home });
+    expect(r.stdout).toBe('bar baz\n/tmp\n');
+  });
+
+  it('gives a guest without --net no interface but lo and no route out', async () => {
+    const r = await smol(['run', '--', 'sh', '-c', 'ls /sys/class/net; ip route; ping -c1 -W1 10.0.2.2 >/dev/null 2>&1 && echo reached || echo unreachable'], { home });
+    expect(r.stdout.split('\n')).toEqual(['lo', 'unreachable', '']);
+  });
+
+  it('gives a guest with --net an interface and a default route', async () => {
+    const r = await smol(['run', '--net', '--', 'sh', '-c', 'ls /sys/class/net | tr "\\n" " "; ip route | grep -c default'], { home });
+    expect(r.stdout).toContain('eth0');
+    expect(r.stdout.trim().endsWith('1')).toBe(true);
+  });
+
+  it('kills the command after --timeout with exit 124', async () => {
+    const r = await smol(['run', '--timeout', '1s', '--', 'sleep', '30'], { home });
+    expect(r.code).toBe(124);
+  });
+
+  it('delivers Ctrl-C to the guest process and removes the machine', async () => {
+    const child = smolSpawn(['run', '--', 'sh', '-c', 'echo ready; exec sleep 60'], { home });
+    let out = '';
+    await new Promise<void>((resolve) => child.stdout!.on('data', (d: Buffer) => { out += d; if (out.includes('ready')) resolve(); }));
+    child.kill('SIGINT');
+    const code = await new Promise<number | null>((resolve) => child.on('close', resolve));
+    expect(code).toBe(130);
+    expect(qemuProcessesMentioning(home)).toEqual([]);
+    const ls = await smol(['machine', 'ls', '--json'], { home });
+    expect(JSON.parse(ls.stdout)).toEqual([]);
+  });
+
+  it('leaves no machine, QEMU or files behind after runs', async () => {
+    expect(qemuProcessesMentioning(home)).toEqual([]);
+    const dir = path.join(home, 'machines');
+    expect(fs.existsSync(dir) ? fs.readdirSync(dir) : []).toEqual([]);
+  });
+});
+
+describe('smol run: bad input', () => {
+  it('rejects --mem 0 naming the flag', async () => {
+    const r = await smol(['run', '--mem', '0', '--', 'true'], { home });
+    expect(r.code).toBe(65);
+    expect(r.stderr).toMatch(/--mem: memory must be at least 64 MiB/);
+  });
+
+  it('rejects an unknown Smolfile key with its line', async () => {
+    const f = path.join(home, 'Smolfile');
+    fs.writeFileSync(f, 'cpus: 1\nmemroy: 512\n');
+    const r = await smol(['run', '-s', f, '--', 'true'], { home });
+    expect(r.code).toBe(65);
+    expect(r.stderr).toContain('Smolfile:2 memroy');
+  });
+
+  it('reports a missing image path', async () => {
+    const r = await smol(['run', '--image', path.join(home, 'nope'), '--', 'true'], { home });
+    expect(r.code).toBe(66);
+    expect(r.stderr).toMatch(/nope/);
+  });
+
+  it('explains a missing QEMU', async () => {
+    const r = await smol(['run', '--', 'true'], { home, env: { PATH: '/nonexistent', SMOL_QEMU: '/nonexistent/qemu-system-x86_64' } });
+    expect(r.code).toBe(69);
+    expect(r.stderr).toMatch(/qemu/i);
+  });
+
+  it('explains a missing kernel', async () => {
+    const empty = scratchHome('nokernel');
+    const r = await smol(['run', '--', 'true'], { home: empty, env: { SMOL_ASSETS: empty } });
+    expect(r.code).toBe(69);
+    expect(r.stderr).toMatch(/smol setup/);
+    fs.rmSync(empty, { recursive: true, force: true });
+  });
+
+  it('bounds the wait for a guest that never becomes ready and shows the console', async () => {
+    const r = await smol(['run', '--boot-timeout', '0.3s', '--', 'true'], { home });
+    expect(r.code).toBe(71);
+    expect(r.stderr).toMatch(/did not become ready/);
+    expect(qemuProcessesMentioning(home)).toEqual([]);
+  });
+});
