@@ -67,6 +67,7 @@ ssize_t send_from_fd(uint32_t id, uint8_t ch, int fd, uint32_t max);
 void flush_out(void);
 void handle_input(void);
 void session_reset(void);
+void session_reset_streams(void);
 void protocol_error(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
 struct stream *stream_find(uint32_t id);
 struct stream *stream_new(uint32_t id, int kind);

@@ -169,6 +169,12 @@ void stream_drain_in(struct stream *s) {
 }
 
 void session_reset(void) {
+  session_reset_streams();
+  g.in.off = g.in.len = 0;
+}
+
+/* Ends every stream and forgets the host, but keeps unparsed input (a HELLO may be followed by more frames). */
+void session_reset_streams(void) {
   while (g.nstreams > 0) {
     struct stream *s = g.streams[0];
     if (s->kind == K_EXEC) exec_abort(s);
@@ -176,7 +182,6 @@ void session_reset(void) {
     stream_free(s);
   }
   g.out.off = g.out.len = 0;
-  g.in.off = g.in.len = 0;
   g.handshaken = 0;
   g.host_window = 0;
 }
@@ -195,7 +200,7 @@ void protocol_error(const char *fmt, ...) {
 
 static void hello(const uint8_t *p, uint32_t n) {
   if (n < 16) { protocol_error("short HELLO"); return; }
-  if (g.handshaken) session_reset(); /* a new host on the same byte stream */
+  if (g.handshaken) session_reset_streams(); /* a new host on the same byte stream */
   uint32_t max = rd32(p + 8);
   g.host_window = rd32(p + 12);
   if (max < 65536 || g.host_window == 0) { protocol_error("HELLO: bad limits"); return; }

@@ -75,7 +75,10 @@ export class AgentClient {
       hostWindow: window,
     };
     socket.on('data', (chunk: Buffer) => this.receive(chunk));
-    socket.on('error', (err: Error) => this.fail(`${this.label} failed: ${err.message}`, err));
+    socket.on('error', (err: NodeJS.ErrnoException) => {
+      const gone = err.code === 'ECONNRESET' || err.code === 'EPIPE';
+      this.fail(gone ? `${this.label} closed (${err.code})` : `${this.label} failed: ${err.message}`, err);
+    });
     socket.on('end', () => this.fail(`${this.label} closed by the guest`));
     socket.on('close', () => this.fail(`${this.label} closed`));
   }

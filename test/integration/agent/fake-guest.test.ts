@@ -1,0 +1,144 @@
+/** A fake guest (a tiny unix-socket server) that speaks just enough protocol, then misbehaves. */
+import { afterEach, describe, expect, it } from 'vitest';
+import { mkdtempSync, rmSync } from 'node:fs';
+import net from 'node:net';
+import { tmpdir } from 'node:os';
+import path from 'node:path';
+import { GuestChannelError } from '../../../src/errors/index.js';
+import { AgentClient, encodeFrame, FrameDecoder, FrameType, MAX_PAYLOAD } from '../../../src/vm/agent/index.js';
+import { encodeHello } from '../../../src/vm/agent/payloads.js';
+
+type Script = (sock: net.Socket, firstStream: Promise<number>) => void;
+
+const cleanup: Array<() => void> = [];
+afterEach(() => {
+  while (cleanup.length) cleanup.pop()!();
+});
+
+const hello = () => encodeFrame(FrameType.hello, 0, 0, encodeHello({ version: 1, capabilities: 15, maxPayload: MAX_PAYLOAD, window: 1 << 20, name: 'fake' }));
+
+/** Starts a fake guest running `script` after answering HELLO (unless raw), and connects a client. */
+async function fakeGuest(script: Script, opts: { raw?: boolean; window?: number; timeoutMs?: number } = {}): Promise<AgentClient> {
+  const dir = mkdtempSync(path.join(tmpdir(), 'smol-fake-guest-'));
+  const sockPath = path.join(dir, 'g.sock');
+  const server = net.createServer((sock) => {
+    sock.on('error', () => undefined);
+    const decoder = new FrameDecoder();
+    let firstStream!: (id: number) => void;
+    const stream = new Promise<number>((r) => (firstStream = r));
+    sock.on('data', (c) => {
+      for (const f of decoder.push(c)) {
+        if (f.type === FrameType.hello && !opts.raw) sock.write(hello());
+        if (f.stream !== 0) firstStream(f.stream);
+      }
+    });
+    script(sock, stream);
+  });
+  await new Promise<void>((r) => server.listen(sockPath, r));
+  cleanup.push(() => {
+    server.close();
+    rmSync(dir, { recursive: true, force: true });
+  });
+  const client = await AgentClient.connectUnix(sockPath, { timeoutMs: opts.timeoutMs ?? 2000, window: opts.window });
+  cleanup.push(() => client.close());
+  return client;
+}
+
+/** Starts an exec, lets the fake guest misbehave, and expects a GuestChannelError everywhere. */
+async function expectChannelError(misbehave: (sock: net.Socket, id: number) => void, pattern: RegExp, opts: { window?: number } = {}) {
+  const client = await fakeGuest((sock, first) => void first.then((id) => misbehave(sock, id)), opts);
+  const s = client.exec({ argv: ['anything'] });
+  // Nobody listens for 'error' on stdout here: a broken guest must not crash the host.
+  await expect(s.exit).rejects.toBeInstanceOf(GuestChannelError);
+  await expect(s.exit).rejects.toThrow(pattern);
+  expect(client.isClosed).toBe(true);
+  expect((await client.closed).exitCode).toBe(72);
+}
+
+const exitPayload = (code: number) => {
+  const b = Buffer.alloc(8);
+  b.writeInt32LE(code, 0);
+  return b;
+};
+const started = (id: number) => encodeFrame(FrameType.started, 0, id, Buffer.from([1, 0, 0, 0]));
+
+describe('a misbehaving guest', () => {
+  it('garbage instead of HELLO fails the handshake', async () => {
+    await expect(fakeGuest((sock) => sock.write(Buffer.from('GET / HTTP/1.1\r\nHost: x\r\n\r\n')), { raw: true })).rejects.toBeInstanceOf(GuestChannelError);
+  });
+
+  it('a silent guest times out the handshake', async () => {
+    await expect(fakeGuest(() => undefined, { raw: true, timeoutMs: 200 })).rejects.toThrow(/no HELLO.*200 ms/);
+  });
+
+  it('a HELLO with another protocol version is refused', async () => {
+    const bad = encodeFrame(FrameType.hello, 0, 0, encodeHello({ version: 99, capabilities: 0, maxPayload: MAX_PAYLOAD, window: 1 << 20, name: 'x' }));
+    await expect(fakeGuest((sock) => sock.write(bad), { raw: true })).rejects.toThrow(/protocol 99/);
+  });
+
+  it('an oversize length field', async () => {
+    await expectChannelError((sock) => {
+      const h = Buffer.alloc(12);
+      h.writeUInt32LE(MAX_PAYLOAD + 1, 0);
+      h.writeUInt8(FrameType.data, 4);
+      sock.write(h);
+    }, /exceeds/);
+  });
+
+  it('an unknown frame type', async () => {
+    await expectChannelError((sock, id) => {
+      const f = encodeFrame(FrameType.data, 1, id, Buffer.from('x'));
+      f.writeUInt8(200, 4);
+      sock.write(f);
+    }, /unknown frame type 200/);
+  });
+
+  it('a frame for a stream that was never opened', async () => {
+    await expectChannelError((sock) => sock.write(encodeFrame(FrameType.data, 1, 99, Buffer.from('x'))), /unknown stream 99/);
+  });
+
+  it('data beyond the granted window', async () => {
+    await expectChannelError((sock, id) => {
+      sock.write(started(id));
+      sock.write(encodeFrame(FrameType.data, 1, id, Buffer.alloc(65536 + 1)));
+    }, /beyond the granted window/, { window: 65536 });
+  });
+
+  it('EXIT before STARTED and a short EXIT payload', async () => {
+    await expectChannelError((sock, id) => sock.write(encodeFrame(FrameType.exit, 0, id, exitPayload(0))), /EXIT before STARTED/);
+    const client = await fakeGuest((sock, first) => void first.then((id) => sock.write(encodeFrame(FrameType.exit, 0, id, exitPayload(0)))));
+    await expect(client.exec({ argv: ['x'] }).pid).rejects.toBeInstanceOf(GuestChannelError);
+    await expectChannelError((sock, id) => {
+      sock.write(started(id));
+      sock.write(encodeFrame(FrameType.exit, 0, id, Buffer.alloc(3)));
+    }, /EXIT payload has 3 bytes/);
+  });
+
+  it('a frame type that makes no sense for the stream', async () => {
+    await expectChannelError((sock, id) => sock.write(encodeFrame(FrameType.info, 0, id, Buffer.alloc(12))), /unexpected frame type 15/);
+  });
+
+  it('a PONG nobody asked for and a second HELLO', async () => {
+    await expectChannelError((sock) => sock.write(encodeFrame(FrameType.pong, 0, 0, Buffer.alloc(8))), /PONG without a PING/);
+    await expectChannelError((sock) => sock.write(hello()), /second HELLO/);
+  });
+
+  it('the guest closing mid-exec rejects with a channel-closed error', async () => {
+    await expectChannelError((sock, id) => {
+      sock.write(started(id));
+      sock.write(encodeFrame(FrameType.data, 1, id, Buffer.from('partial output')));
+      setTimeout(() => sock.destroy(), 20);
+    }, /closed/);
+  });
+
+  it('a well-behaved exchange still works (the fake speaks the protocol)', async () => {
+    const client = await fakeGuest((sock, first) =>
+      void first.then((id) => {
+        sock.write(Buffer.concat([started(id), encodeFrame(FrameType.data, 1, id, Buffer.from('hi')), encodeFrame(FrameType.eof, 1, id), encodeFrame(FrameType.eof, 2, id), encodeFrame(FrameType.exit, 0, id, exitPayload(5))]));
+      }),
+    );
+    const r = await client.run({ argv: ['x'] });
+    expect(r).toMatchObject({ code: 5, signal: null });
+    expect(r.stdout.toString()).toBe('hi');
+  });
+});
