@@ -87,7 +87,10 @@ describe('smol run: bad input', () => {
   });
 
   it('explains a missing QEMU', async () => {
-    const r = await smol(['run', '--', 'true'], { home, env: { PATH: '/nonexistent', SMOL_QEMU: '/nonexistent/qemu-system-x86_64' } });
+    // a PATH with a shell and nothing else: QEMU cannot be found
+    const bin = fs.mkdtempSync(path.join(home, 'bin-'));
+    fs.symlinkSync('/bin/sh', path.join(bin, 'sh'));
+    const r = await smol(['run', '--', 'true'], { home, env: { PATH: bin } });
     expect(r.code).toBe(69);
     expect(r.stderr).toMatch(/qemu/i);
   });
