@@ -1,0 +1,254 @@
+/* Modules, libraries, kernels, launches, streams and events. Streams and events get guest-minted ids,
+ * so creating one costs no round trip; kernel parameter layouts come from the host's param info. */
+#include "shim.h"
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+uint64_t smol_stream_id(void *s) {
+  if ((uintptr_t)s <= 2) return (uint64_t)(uintptr_t)s;
+  smol_stream *st = s;
+  return st->magic == SMOL_MAGIC_OBJ ? st->id : ~0ull;
+}
+
+/* Bytes of a fatbin, fatbin wrapper, cubin (ELF) or PTX image; the wrapper is unwrapped because its
+ * pointer means nothing on the host. */
+static const unsigned char *image_extent(const void *image, size_t *n) {
+  const unsigned char *p = image;
+  uint32_t magic; memcpy(&magic, p, 4);
+  if (magic == 0x466243b1u) { memcpy(&p, p + 8, sizeof p); memcpy(&magic, p, 4); }
+  if (magic == 0xBA55ED50u) { uint16_t hs; uint64_t fs; memcpy(&hs, p + 6, 2); memcpy(&fs, p + 8, 8); *n = hs + fs; }
+  else if (!memcmp(p, "\x7f" "ELF", 4)) {
+    uint64_t shoff; uint16_t es, num; memcpy(&shoff, p + 0x28, 8); memcpy(&es, p + 0x3a, 2); memcpy(&num, p + 0x3c, 2);
+    *n = shoff + (size_t)es * num;
+  } else *n = strlen((const char *)p) + 1;
+  return p;
+}
+
+static CUresult load(smol_module **out, const void *image, int lib) {
+  if (!out || !image) return CUDA_ERROR_INVALID_VALUE;
+  size_t n; const unsigned char *p = image_extent(image, &n);
+  if (n > SMOL_MAX_PAYLOAD - 64) { smol_log("module image of %zu bytes exceeds the %u-byte frame limit", n, SMOL_MAX_PAYLOAD); return CUDA_ERROR_NOT_SUPPORTED; }
+  smol_module *m = calloc(1, sizeof *m);
+  m->magic = SMOL_MAGIC_OBJ; m->lib = lib; m->id = smol_mint(lib ? SMOL_KIND_LIBRARY : SMOL_KIND_MODULE);
+  CUresult r = smol_call(lib ? SMOL_OP_LIBRARY_LOAD_DATA : SMOL_OP_MODULE_LOAD_DATA, &m->id, 1, p, n, NULL, 0, NULL, 0, NULL);
+  if (r) { free(m); return r; }
+  *out = m; return CUDA_SUCCESS;
+}
+EXPORT CUresult cuModuleLoadData(smol_module **m, const void *image) { return load(m, image, 0); }
+EXPORT CUresult cuModuleLoadDataEx(smol_module **m, const void *image, unsigned n, void *o, void **v) { (void)n; (void)o; (void)v; return load(m, image, 0); }
+EXPORT CUresult cuModuleLoadFatBinary(smol_module **m, const void *image) { return load(m, image, 0); }
+static CUresult load_file(smol_module **m, const char *path, int lib) {
+  FILE *f = fopen(path, "rb");
+  if (!f) return CUDA_ERROR_NOT_FOUND;
+  fseek(f, 0, SEEK_END); long n = ftell(f); fseek(f, 0, SEEK_SET);
+  char *buf = calloc(1, (size_t)n + 1);
+  size_t got = fread(buf, 1, (size_t)n, f); fclose(f);
+  CUresult r = got == (size_t)n ? load(m, buf, lib) : CUDA_ERROR_INVALID_IMAGE;
+  free(buf); return r;
+}
+EXPORT CUresult cuModuleLoad(smol_module **m, const char *path) { return load_file(m, path, 0); }
+EXPORT CUresult cuLibraryLoadData(smol_module **l, const void *code, void *jo, void **jv, unsigned nj, void *lo, void **lv, unsigned nl) {
+  (void)jo; (void)jv; (void)nj; (void)lo; (void)lv; (void)nl;
+  return load(l, code, 1);
+}
+EXPORT CUresult cuLibraryLoadFromFile(smol_module **l, const char *path, void *jo, void **jv, unsigned nj, void *lo, void **lv, unsigned nl) {
+  (void)jo; (void)jv; (void)nj; (void)lo; (void)lv; (void)nl;
+  return load_file(l, path, 1);
+}
+static CUresult unload(smol_module *m, int lib) {
+  if (!m || m->magic != SMOL_MAGIC_OBJ || m->lib != lib) return CUDA_ERROR_INVALID_HANDLE;
+  uint64_t id = m->id; m->magic = 0; free(m);
+  return smol_fire(lib ? SMOL_OP_LIBRARY_UNLOAD : SMOL_OP_MODULE_UNLOAD, &id, 1, NULL, 0);
+}
+EXPORT CUresult cuModuleUnload(smol_module *m) { return unload(m, 0); }
+EXPORT CUresult cuLibraryUnload(smol_module *m) { return unload(m, 1); }
+EXPORT CUresult cuModuleGetLoadingMode(int *mode) { *mode = 1; /* eager */ return CUDA_SUCCESS; }
+
+static CUresult get_fn(smol_func **out, smol_module *m, const char *name, int kernel) {
+  if (!m || m->magic != SMOL_MAGIC_OBJ) return CUDA_ERROR_INVALID_HANDLE;
+  if (!out || !name) return CUDA_ERROR_INVALID_VALUE;
+  static uint32_t layout[SMOL_MAX_PARAMS * 2];
+  static pthread_mutex_t mu = PTHREAD_MUTEX_INITIALIZER;
+  smol_func *f = calloc(1, sizeof *f);
+  f->magic = SMOL_MAGIC_OBJ; f->kernel = kernel; f->mod = m; f->id = smol_mint(kernel ? SMOL_KIND_KERNEL : SMOL_KIND_FUNC);
+  uint64_t a[2] = { m->id, f->id }, count = 0; size_t got = 0;
+  pthread_mutex_lock(&mu);
+  CUresult r = smol_call(kernel ? SMOL_OP_LIBRARY_GET_KERNEL : SMOL_OP_MODULE_GET_FUNCTION, a, 2, name, strlen(name), &count, 1, layout, sizeof layout, &got);
+  if (!r) {
+    f->nparams = count == 0xffffffffu ? count : (unsigned)(got / 8);
+    if (f->nparams != 0xffffffffu) {
+      f->layout = malloc(got + 8);
+      memcpy(f->layout, layout, got);
+      for (unsigned i = 0; i < f->nparams; i++) if (layout[2 * i] + layout[2 * i + 1] > f->argbytes) f->argbytes = layout[2 * i] + layout[2 * i + 1];
+    }
+  }
+  pthread_mutex_unlock(&mu);
+  if (r) { free(f); return r; }
+  f->name = strdup(name);
+  *out = f; return CUDA_SUCCESS;
+}
+EXPORT CUresult cuModuleGetFunction(smol_func **f, smol_module *m, const char *name) { return get_fn(f, m, name, 0); }
+EXPORT CUresult cuLibraryGetKernel(smol_func **k, smol_module *l, const char *name) { return get_fn(k, l, name, 1); }
+/* A CUkernel is usable wherever a CUfunction is (cudart launches kernels directly). */
+EXPORT CUresult cuKernelGetFunction(smol_func **f, smol_func *k) { if (!k || k->magic != SMOL_MAGIC_OBJ) return CUDA_ERROR_INVALID_HANDLE; *f = k; return CUDA_SUCCESS; }
+EXPORT CUresult cuFuncGetModule(smol_module **m, smol_func *f) { if (!f || f->magic != SMOL_MAGIC_OBJ) return CUDA_ERROR_INVALID_HANDLE; *m = f->mod; return CUDA_SUCCESS; }
+EXPORT CUresult cuFuncGetName(const char **name, smol_func *f) { if (!f || f->magic != SMOL_MAGIC_OBJ) return CUDA_ERROR_INVALID_HANDLE; *name = f->name; return CUDA_SUCCESS; }
+EXPORT CUresult cuKernelGetName(const char **name, smol_func *f) { return cuFuncGetName(name, f); }
+EXPORT CUresult cuFuncIsLoaded(int *state, smol_func *f) { (void)f; *state = 1; return CUDA_SUCCESS; }
+EXPORT CUresult cuFuncLoad(smol_func *f) { (void)f; return CUDA_SUCCESS; }
+EXPORT CUresult cuFuncGetParamInfo(smol_func *f, size_t i, size_t *off, size_t *size) {
+  if (!f || f->magic != SMOL_MAGIC_OBJ) return CUDA_ERROR_INVALID_HANDLE;
+  if (f->nparams == 0xffffffffu) return CUDA_ERROR_NOT_SUPPORTED;
+  if (i >= f->nparams) return CUDA_ERROR_INVALID_VALUE;
+  if (off) *off = f->layout[2 * i];
+  if (size) *size = f->layout[2 * i + 1];
+  return CUDA_SUCCESS;
+}
+EXPORT CUresult cuKernelGetParamInfo(smol_func *k, size_t i, size_t *off, size_t *size) { return cuFuncGetParamInfo(k, i, off, size); }
+EXPORT CUresult cuModuleGetGlobal_v2(CUdeviceptr *d, size_t *n, smol_module *m, const char *name) {
+  if (!m || m->magic != SMOL_MAGIC_OBJ) return CUDA_ERROR_INVALID_HANDLE;
+  uint64_t o[2];
+  CUresult r = smol_call(m->lib ? SMOL_OP_LIBRARY_GET_GLOBAL : SMOL_OP_MODULE_GET_GLOBAL, &m->id, 1, name, strlen(name), o, 2, NULL, 0, NULL);
+  if (!r) { if (d) *d = o[0]; if (n) *n = o[1]; smol_track_alloc(o[0], o[1]); }
+  return r;
+}
+EXPORT CUresult cuLibraryGetGlobal(CUdeviceptr *d, size_t *n, smol_module *l, const char *name) { return cuModuleGetGlobal_v2(d, n, l, name); }
+
+static CUresult fn_id(smol_func *f, uint64_t *id) { if (!f || f->magic != SMOL_MAGIC_OBJ) return CUDA_ERROR_INVALID_HANDLE; *id = f->id; return CUDA_SUCCESS; }
+EXPORT CUresult cuFuncGetAttribute(int *v, int attr, smol_func *f) {
+  uint64_t a[2] = { 0, (uint64_t)attr }, o = 0;
+  CUresult r = fn_id(f, &a[0]); if (r) return r;
+  r = smol_call(SMOL_OP_FUNC_GET_ATTRIBUTE, a, 2, NULL, 0, &o, 1, NULL, 0, NULL);
+  if (!r) *v = (int)(int32_t)o;
+  return r;
+}
+EXPORT CUresult cuKernelGetAttribute(int *v, int attr, smol_func *k, CUdevice d) { (void)d; return cuFuncGetAttribute(v, attr, k); }
+EXPORT CUresult cuFuncSetAttribute(smol_func *f, int attr, int v) {
+  uint64_t a[3] = { 0, (uint64_t)attr, (uint32_t)v };
+  CUresult r = fn_id(f, &a[0]); if (r) return r;
+  return smol_fire(SMOL_OP_FUNC_SET_ATTRIBUTE, a, 3, NULL, 0);
+}
+EXPORT CUresult cuKernelSetAttribute(int attr, int v, smol_func *k, CUdevice d) { (void)d; return cuFuncSetAttribute(k, attr, v); }
+EXPORT CUresult cuFuncSetCacheConfig(smol_func *f, int c) {
+  uint64_t a[2] = { 0, (uint64_t)c };
+  CUresult r = fn_id(f, &a[0]); if (r) return r;
+  return smol_fire(SMOL_OP_FUNC_SET_CACHE_CONFIG, a, 2, NULL, 0);
+}
+EXPORT CUresult cuKernelSetCacheConfig(smol_func *k, int c, CUdevice d) { (void)d; return cuFuncSetCacheConfig(k, c); }
+EXPORT CUresult cuFuncSetSharedMemConfig(smol_func *f, int c) { (void)f; (void)c; return CUDA_SUCCESS; }
+EXPORT CUresult cuOccupancyMaxActiveBlocksPerMultiprocessorWithFlags(int *n, smol_func *f, int bs, size_t smem, unsigned fl) {
+  uint64_t a[4] = { 0, (uint64_t)bs, smem, fl }, o = 0;
+  CUresult r = fn_id(f, &a[0]); if (r) return r;
+  r = smol_call(SMOL_OP_OCCUPANCY_MAX_ACTIVE_BLOCKS, a, 4, NULL, 0, &o, 1, NULL, 0, NULL);
+  if (!r) *n = (int)o;
+  return r;
+}
+EXPORT CUresult cuOccupancyMaxActiveBlocksPerMultiprocessor(int *n, smol_func *f, int bs, size_t smem) { return cuOccupancyMaxActiveBlocksPerMultiprocessorWithFlags(n, f, bs, smem, 0); }
+/* The block-size-to-shared-memory callback cannot run on the host; dynSmem is used for every size. */
+EXPORT CUresult cuOccupancyMaxPotentialBlockSizeWithFlags(int *grid, int *block, smol_func *f, void *cb, size_t smem, int limit, unsigned fl) {
+  (void)cb;
+  uint64_t a[4] = { 0, smem, (uint32_t)limit, fl }, o[2];
+  CUresult r = fn_id(f, &a[0]); if (r) return r;
+  r = smol_call(SMOL_OP_OCCUPANCY_MAX_POTENTIAL_BLOCK_SIZE, a, 4, NULL, 0, o, 2, NULL, 0, NULL);
+  if (!r) { *grid = (int)o[0]; *block = (int)o[1]; }
+  return r;
+}
+EXPORT CUresult cuOccupancyMaxPotentialBlockSize(int *g, int *b, smol_func *f, void *cb, size_t smem, int limit) { return cuOccupancyMaxPotentialBlockSizeWithFlags(g, b, f, cb, smem, limit, 0); }
+
+EXPORT CUresult cuLaunchKernel(smol_func *f, unsigned gx, unsigned gy, unsigned gz, unsigned bx, unsigned by, unsigned bz,
+                               unsigned smem, void *s, void **params, void **extra) {
+  if (!f || f->magic != SMOL_MAGIC_OBJ) return CUDA_ERROR_INVALID_HANDLE;
+  if (f->nparams == 0xffffffffu) return smol_unsupported("cuLaunchKernel without host parameter info");
+  unsigned char buf[4096];
+  if (f->argbytes > sizeof buf) return CUDA_ERROR_NOT_SUPPORTED;
+  memset(buf, 0, f->argbytes);
+  if (params) {
+    for (unsigned i = 0; i < f->nparams; i++) memcpy(buf + f->layout[2 * i], params[i], f->layout[2 * i + 1]);
+  } else if (extra) {
+    const void *pb = NULL; size_t psz = f->argbytes;
+    for (int i = 0; extra[i]; i += 2) {
+      if ((uintptr_t)extra[i] == 1) pb = extra[i + 1];
+      else if ((uintptr_t)extra[i] == 2) psz = *(size_t *)extra[i + 1];
+    }
+    if (!pb && f->nparams) return CUDA_ERROR_INVALID_VALUE;
+    if (pb) memcpy(buf, pb, psz < f->argbytes ? psz : f->argbytes);
+  } else if (f->nparams) return CUDA_ERROR_INVALID_VALUE;
+  uint64_t a[9] = { f->id, gx, gy, gz, bx, by, bz, smem, smol_stream_id(s) };
+  return smol_fire(SMOL_OP_LAUNCH_KERNEL, a, 9, buf, f->argbytes);
+}
+typedef struct { unsigned gx, gy, gz, bx, by, bz, smem; void *stream; void *attrs; unsigned nattrs; } launch_config;
+EXPORT CUresult cuLaunchKernelEx(const launch_config *c, smol_func *f, void **params, void **extra) {
+  if (!c) return CUDA_ERROR_INVALID_VALUE;
+  return cuLaunchKernel(f, c->gx, c->gy, c->gz, c->bx, c->by, c->bz, c->smem, c->stream, params, extra);
+}
+EXPORT CUresult cuLaunchCooperativeKernel(smol_func *f, unsigned gx, unsigned gy, unsigned gz, unsigned bx, unsigned by, unsigned bz, unsigned smem, void *s, void **params) {
+  return cuLaunchKernel(f, gx, gy, gz, bx, by, bz, smem, s, params, NULL);
+}
+
+/* streams */
+EXPORT CUresult cuStreamCreateWithPriority(smol_stream **out, unsigned flags, int prio) {
+  smol_stream *s = calloc(1, sizeof *s);
+  s->magic = SMOL_MAGIC_OBJ; s->id = smol_mint(SMOL_KIND_STREAM); s->flags = flags; s->priority = prio;
+  uint64_t a[3] = { s->id, flags, (uint32_t)prio };
+  CUresult r = smol_fire(SMOL_OP_STREAM_CREATE, a, 3, NULL, 0);
+  if (r) { free(s); return r; }
+  *out = s; return CUDA_SUCCESS;
+}
+EXPORT CUresult cuStreamCreate(smol_stream **out, unsigned flags) { return cuStreamCreateWithPriority(out, flags, 0); }
+EXPORT CUresult cuStreamDestroy_v2(smol_stream *s) {
+  if ((uintptr_t)s <= 2 || s->magic != SMOL_MAGIC_OBJ) return CUDA_ERROR_INVALID_HANDLE;
+  uint64_t id = s->id; s->magic = 0; free(s);
+  return smol_fire(SMOL_OP_STREAM_DESTROY, &id, 1, NULL, 0);
+}
+EXPORT CUresult cuStreamSynchronize(void *s) { uint64_t id = smol_stream_id(s); return smol_call(SMOL_OP_STREAM_SYNCHRONIZE, &id, 1, NULL, 0, NULL, 0, NULL, 0, NULL); }
+EXPORT CUresult cuStreamQuery(void *s) { uint64_t id = smol_stream_id(s); return smol_call(SMOL_OP_STREAM_QUERY, &id, 1, NULL, 0, NULL, 0, NULL, 0, NULL); }
+EXPORT CUresult cuStreamGetPriority(smol_stream *s, int *p) { *p = (uintptr_t)s <= 2 ? 0 : s->priority; return CUDA_SUCCESS; }
+EXPORT CUresult cuStreamGetFlags(smol_stream *s, unsigned *f) { *f = (uintptr_t)s <= 2 ? 0 : s->flags; return CUDA_SUCCESS; }
+EXPORT CUresult cuStreamGetId(void *s, unsigned long long *id) { *id = smol_stream_id(s); return CUDA_SUCCESS; }
+EXPORT CUresult cuStreamGetCtx(void *s, smol_ctx **c) { (void)s; *c = smol_current(); return CUDA_SUCCESS; }
+EXPORT CUresult cuStreamGetCtx_v2(void *s, smol_ctx **c, void **gc) { (void)s; *c = smol_current(); if (gc) *gc = NULL; return CUDA_SUCCESS; }
+EXPORT CUresult cuStreamGetDevice(void *s, CUdevice *d) { (void)s; *d = smol_current() ? smol_current()->dev : 0; return CUDA_SUCCESS; }
+EXPORT CUresult cuStreamWaitEvent(void *s, smol_event *e, unsigned flags) {
+  if (!e || e->magic != SMOL_MAGIC_OBJ) return CUDA_ERROR_INVALID_HANDLE;
+  uint64_t a[3] = { smol_stream_id(s), e->id, flags };
+  return smol_fire(SMOL_OP_STREAM_WAIT_EVENT, a, 3, NULL, 0);
+}
+/* Host functions run in the guest: wait for the stream, then call it here. */
+EXPORT CUresult cuLaunchHostFunc(void *s, void (*fn)(void *), void *data) {
+  CUresult r = cuStreamSynchronize(s);
+  if (!r) fn(data);
+  return r;
+}
+
+/* events */
+EXPORT CUresult cuEventCreate(smol_event **out, unsigned flags) {
+  smol_event *e = calloc(1, sizeof *e);
+  e->magic = SMOL_MAGIC_OBJ; e->id = smol_mint(SMOL_KIND_EVENT); e->flags = flags;
+  uint64_t a[2] = { e->id, flags };
+  CUresult r = smol_fire(SMOL_OP_EVENT_CREATE, a, 2, NULL, 0);
+  if (r) { free(e); return r; }
+  *out = e; return CUDA_SUCCESS;
+}
+static CUresult ev_id(smol_event *e, uint64_t *id) { if (!e || e->magic != SMOL_MAGIC_OBJ) return CUDA_ERROR_INVALID_HANDLE; *id = e->id; return CUDA_SUCCESS; }
+EXPORT CUresult cuEventRecord(smol_event *e, void *s) {
+  uint64_t a[2] = { 0, smol_stream_id(s) };
+  CUresult r = ev_id(e, &a[0]); if (r) return r;
+  return smol_fire(SMOL_OP_EVENT_RECORD, a, 2, NULL, 0);
+}
+EXPORT CUresult cuEventRecordWithFlags(smol_event *e, void *s, unsigned f) { (void)f; return cuEventRecord(e, s); }
+EXPORT CUresult cuEventSynchronize(smol_event *e) { uint64_t id; CUresult r = ev_id(e, &id); if (r) return r; return smol_call(SMOL_OP_EVENT_SYNCHRONIZE, &id, 1, NULL, 0, NULL, 0, NULL, 0, NULL); }
+EXPORT CUresult cuEventQuery(smol_event *e) { uint64_t id; CUresult r = ev_id(e, &id); if (r) return r; return smol_call(SMOL_OP_EVENT_QUERY, &id, 1, NULL, 0, NULL, 0, NULL, 0, NULL); }
+EXPORT CUresult cuEventElapsedTime_v2(float *ms, smol_event *a, smol_event *b) {
+  uint64_t args[2], o = 0;
+  CUresult r = ev_id(a, &args[0]); if (!r) r = ev_id(b, &args[1]); if (r) return r;
+  r = smol_call(SMOL_OP_EVENT_ELAPSED_TIME, args, 2, NULL, 0, &o, 1, NULL, 0, NULL);
+  if (!r) { uint32_t bits = (uint32_t)o; memcpy(ms, &bits, 4); }
+  return r;
+}
+EXPORT CUresult cuEventElapsedTime(float *ms, smol_event *a, smol_event *b) { return cuEventElapsedTime_v2(ms, a, b); }
+EXPORT CUresult cuEventDestroy_v2(smol_event *e) {
+  uint64_t id; CUresult r = ev_id(e, &id); if (r) return r;
+  e->magic = 0; free(e);
+  return smol_fire(SMOL_OP_EVENT_DESTROY, &id, 1, NULL, 0);
+}

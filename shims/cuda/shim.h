@@ -1,0 +1,69 @@
+/* smol guest shim for libcuda.so.1: forwards the CUDA driver API to the host daemon (smol gpu serve).
+ * No CUDA headers are needed to build it: the few types it uses are declared here. */
+#ifndef SMOL_SHIM_H
+#define SMOL_SHIM_H
+#include <stddef.h>
+#include <stdint.h>
+#include <pthread.h>
+#include "smol_protocol.h"
+
+typedef int CUresult;
+typedef int CUdevice;
+typedef uint64_t CUdeviceptr;
+#define EXPORT __attribute__((visibility("default")))
+
+enum {
+  CUDA_SUCCESS = 0, CUDA_ERROR_INVALID_VALUE = 1, CUDA_ERROR_OUT_OF_MEMORY = 2, CUDA_ERROR_NOT_INITIALIZED = 3,
+  CUDA_ERROR_NO_DEVICE = 100, CUDA_ERROR_INVALID_DEVICE = 101, CUDA_ERROR_INVALID_IMAGE = 200,
+  CUDA_ERROR_INVALID_CONTEXT = 201, CUDA_ERROR_INVALID_HANDLE = 400, CUDA_ERROR_NOT_FOUND = 500,
+  CUDA_ERROR_NOT_READY = 600, CUDA_ERROR_NOT_SUPPORTED = 801, CUDA_ERROR_UNKNOWN = 999
+};
+
+#define SMOL_MAGIC_CTX 0x534d4354u
+#define SMOL_MAGIC_OBJ 0x534d4f42u
+#define SMOL_MAX_DEVICES 16
+#define SMOL_MAX_PARAMS 256
+
+typedef struct smol_ctx { uint32_t magic; int dev; int primary; int refs; unsigned flags; uint64_t id; } smol_ctx;
+typedef struct smol_module { uint32_t magic; int lib; uint64_t id; } smol_module;
+typedef struct smol_func {
+  uint32_t magic; int kernel; uint64_t id; smol_module *mod;
+  unsigned nparams; unsigned argbytes; uint32_t *layout; /* offset,size pairs */
+  char *name;
+} smol_func;
+typedef struct smol_stream { uint32_t magic; uint64_t id; unsigned flags; int priority; } smol_stream;
+typedef struct smol_event { uint32_t magic; uint64_t id; unsigned flags; } smol_event;
+
+typedef struct smol_device {
+  char name[256]; unsigned char uuid[16]; uint64_t total_mem; int32_t attrs[SMOL_ATTR_COUNT];
+} smol_device;
+
+typedef struct smol_proc_entry { const char *name; int version; void *fn; } smol_proc_entry;
+extern const smol_proc_entry smol_proc_table[];
+extern const unsigned smol_proc_count;
+
+/* transport.c */
+CUresult smol_connect(void);
+CUresult smol_call(uint16_t op, const uint64_t *args, int nargs, const void *blob, size_t bloblen,
+                   uint64_t *outs, int nouts, void *out, size_t outcap, size_t *outlen);
+CUresult smol_fire(uint16_t op, const uint64_t *args, int nargs, const void *blob, size_t bloblen);
+uint64_t smol_mint(uint64_t kind);
+void smol_log(const char *fmt, ...);
+CUresult smol_unsupported(const char *name);
+extern int smol_driver_version, smol_device_count;
+extern smol_device smol_devices[SMOL_MAX_DEVICES];
+
+/* context.c */
+smol_ctx *smol_current(void);
+uint64_t smol_current_id(void);
+smol_ctx *smol_primary(int dev);
+uint64_t smol_stream_id(void *s);
+
+/* memory.c: the guest's own record of device allocations (for cuMemcpy direction, pointer attrs) */
+void smol_track_alloc(CUdeviceptr p, size_t n);
+void smol_untrack_alloc(CUdeviceptr p);
+int smol_is_device(CUdeviceptr p, CUdeviceptr *base, size_t *size);
+
+/* exports.c */
+CUresult smol_integrity_check(unsigned version, uint64_t seconds, uint64_t out[2]);
+#endif

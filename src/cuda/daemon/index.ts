@@ -1,0 +1,2 @@
+/** Host side of CUDA remoting: the daemon (one worker thread per guest process). */
+export { startGpuDaemon, queryGpuDaemon, type GpuDaemon, type GpuDaemonOptions, type GpuDaemonStatus, type SessionStatus } from './server.js';

@@ -1,0 +1,4 @@
+/** The CUDA remoting wire protocol: spec, generated tables, endpoints. No dependencies. */
+export { OPS, PROTOCOL, canonicalSpec, type OpSpec } from './spec.js';
+export { OP, OP_ROWS, PROTO_HASH, type OpRow } from './generated.js';
+export { parseEndpoint, formatEndpoint, type Endpoint } from './endpoint.js';
