@@ -190,12 +190,18 @@ export class MachineService {
   private async halt(rec: MachineRecord, graceMs: number): Promise<void> {
     const layout = this.layout(rec);
     if (rec.pid && pidAlive(rec.pid) && graceMs > 0) {
+      // only port 0's agent is PID 1 and can power the guest off; if it is busy, QMP quit below still
+      // leaves a consistent disk because QEMU flushes its block layer on exit
+      let release: (() => void) | undefined;
       try {
-        const ch = await this.engine.connect(layout, AGENT_PORTS - 1, 2_000);
+        release = this.store.lock(`${rec.id}#p0`, 'shutdown', rec.name);
+        const ch = await this.engine.connect(layout, 0, 2_000);
         await ch.shutdown().catch(() => undefined);
         ch.close();
       } catch {
-        // an unresponsive guest is terminated below
+        // an unresponsive or busy guest is terminated below
+      } finally {
+        release?.();
       }
     }
     if (rec.pid) await this.engine.terminate(rec.pid, layout, graceMs);
