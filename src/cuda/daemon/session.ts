@@ -7,7 +7,7 @@
 import type { CudaDriver } from './driver/cuda.js';
 import { OP, PROTOCOL, PROTO_HASH } from '../protocol/index.js';
 
-export const CU = { ok: 0, invalidValue: 1, outOfMemory: 2, invalidContext: 201, invalidHandle: 400, notFound: 500, notSupported: 801 } as const;
+export const CU = { ok: 0, invalidValue: 1, outOfMemory: 2, invalidImage: 200, invalidContext: 201, invalidHandle: 400, notFound: 500, notSupported: 801 } as const;
 /** Status counters shared with the main thread (Float64Array over a SharedArrayBuffer). */
 export const STAT = { calls: 0, memBytes: 1, allocs: 2, asyncErrors: 3, handles: 4, size: 8 } as const;
 
@@ -233,6 +233,8 @@ export class Session {
         return this.ret(CU.ok, [b, this.allocs.get(b)!.size]);
       }
       case OP.ModuleLoadData: case OP.LibraryLoadData: {
+        // The driver trusts the sizes inside an image: never hand it one that claims more than it has.
+        if (!imageFits(blob)) return this.ret(CU.invalidImage);
         const image = Buffer.allocUnsafeSlow(blob.length + 1);
         blob.copy(image); image[blob.length] = 0;
         const lib = op === OP.LibraryLoadData;
@@ -394,4 +396,17 @@ export class Session {
 
 export function u64(buf: Buffer, off: number): number {
   return buf.readUInt32LE(off) + buf.readUInt32LE(off + 4) * pow32;
+}
+
+/** A fatbin or ELF image whose own header claims no more bytes than were sent; PTX is NUL-terminated by us. */
+export function imageFits(b: Buffer): boolean {
+  if (b.length < 16) return b.length > 0 && ![0x7f, 0x50, 0xb1].includes(b[0]); // too short for any binary header
+  const magic = b.readUInt32LE(0);
+  if (magic === 0x466243b1) return false; // a wrapper holds a guest pointer; the shim unwraps it
+  if (magic === 0xba55ed50) return b.readUInt16LE(6) + Number(b.readBigUInt64LE(8)) <= b.length;
+  if (magic === 0x464c457f) {
+    if (b.length < 64) return false;
+    return Number(b.readBigUInt64LE(0x28)) + b.readUInt16LE(0x3a) * b.readUInt16LE(0x3c) <= b.length;
+  }
+  return true;
 }
