@@ -8,6 +8,7 @@ import type { KeyObject } from 'node:crypto';
 import { mkdir, open, readFile, stat, unlink } from 'node:fs/promises';
 import path from 'node:path';
 import { ConflictError } from '../errors/index.js';
+import { dataPaths } from '../util/paths.js';
 import { FOOTER_SIGNED_SIZE } from './footer.js';
 import { readAt, readHead } from './layout.js';
 import { decodeManifest } from './manifest.js';
@@ -15,6 +16,11 @@ import { loadPublicKey } from './sign.js';
 import { entryFiles, extractArtifact, type ExtractOptions, type ExtractResult } from './extract.js';
 import { ArtifactError } from '../errors/index.js';
 import { checkSignature, describeSignature, openArtifact } from './verify.js';
+
+/** Where `smol machine create --from` and `smol pack run` keep extracted artifacts: `$SMOL_HOME/cache/artifacts`. */
+export function defaultArtifactCache(home?: string): string {
+  return path.join(dataPaths(home).cache, 'artifacts');
+}
 
 export interface EnsureResult extends ExtractResult { extracted: boolean }
 export interface EnsureOptions extends ExtractOptions { lockTimeoutMs?: number }
