@@ -1,6 +1,8 @@
 import type { Command } from 'commander';
+import { register as registerCheck } from './check.js';
 
 /** Registers `smol ledger …` subcommands; one file per subcommand in this folder. */
-export function registerLedgerCommands(_program: Command): void {
-  // subcommands are added as they land
+export function registerLedgerCommands(program: Command): void {
+  const ledger = program.command('ledger').description('the rollout ledger (SQLite or PostgreSQL)');
+  registerCheck(ledger);
 }

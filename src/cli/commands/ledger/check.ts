@@ -1,0 +1,23 @@
+import type { Command } from 'commander';
+import { z } from 'zod';
+import { IntegrityError } from '../../../ledger/errors.js';
+import { checkLedger } from '../../../ledger/check.js';
+import { printJson, printTable } from '../../output.js';
+import { ledgerOption, withLedger } from './open.js';
+
+export const checkSchema = z.strictObject({ ledger: z.string().optional(), json: z.boolean().optional(), blobs: z.boolean().optional() });
+
+export function register(parent: Command): void {
+  ledgerOption(parent.command('check')
+    .description('check the ledger\'s integrity: SQLite pages, invariants (one result per key, attempts ≤ max), blob references')
+    .option('--blobs', 'also re-hash every referenced blob')
+    .option('--json', 'print the report as JSON'))
+    .action(async (raw: unknown) => {
+      const opts = checkSchema.parse(raw);
+      const report = await withLedger(opts.ledger, (l) => checkLedger(l, { verifyBlobs: opts.blobs ?? false }));
+      if (opts.json) printJson(report);
+      else if (report.issues.length === 0) process.stdout.write(`ok: ${report.location} (${report.backend}), ${report.items} items, ${report.results} results, ${report.blobsChecked} blob references checked\n`);
+      else printTable(['check', 'problem'], report.issues.map((i) => [i.check, i.detail]));
+      if (report.issues.length) throw new IntegrityError(`ledger check found ${report.issues.length} problem(s)`, { where: report.location });
+    });
+}

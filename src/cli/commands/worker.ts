@@ -1,0 +1,97 @@
+import os from 'node:os';
+import type { Command } from 'commander';
+import ms from 'ms';
+import { z } from 'zod';
+import { createStageRunner, type StageRunner } from '../../rollout/stage-runner.js';
+import { Worker, type WorkerEvent } from '../../rollout/worker.js';
+import { ledgerOption, withLedger } from './ledger/open.js';
+
+const duration = z.string().transform((v, ctx) => {
+  const n = ms(v as ms.StringValue);
+  if (typeof n !== 'number' || !(n > 0)) { ctx.addIssue({ code: 'custom', message: `not a duration: ${v}` }); return z.NEVER; }
+  return n;
+});
+
+export const workerSchema = z.strictObject({
+  ledger: z.string().optional(),
+  concurrency: z.coerce.number().int().min(1).max(1024).optional(),
+  adaptive: z.boolean().optional(),
+  isolation: z.enum(['process', 'vm']).default('process'),
+  gateway: z.url().optional(),
+  kind: z.enum(['cpu', 'gpu', 'all']).optional(),
+  lease: duration.default(30_000),
+  grace: duration.default(10_000),
+  exitWhenIdle: duration.optional(),
+  window: duration.default(5000),
+  json: z.boolean().optional(),
+});
+
+/** SMOL_WORKER_FAULT="after-claim=MS,after-output=MS": pauses for fault-injection tests. */
+function faultsFromEnv(): { afterClaimMs?: number; afterOutputMs?: number } {
+  const out: { afterClaimMs?: number; afterOutputMs?: number } = {};
+  for (const part of (process.env.SMOL_WORKER_FAULT ?? '').split(',').filter(Boolean)) {
+    const [k, v] = part.split('=');
+    if (k === 'after-claim') out.afterClaimMs = Number(v);
+    if (k === 'after-output') out.afterOutputMs = Number(v);
+  }
+  return out;
+}
+
+function describe(e: WorkerEvent): string | null {
+  switch (e.type) {
+    case 'concurrency': {
+      const s = e.step;
+      return `concurrency ${s.from}${s.to !== s.from ? ` → ${s.to}` : ''}: ${s.rate.toFixed(1)} items/s completed (best ${s.best.toFixed(1)}) — ${s.reason}`;
+    }
+    case 'failed': return `item ${e.itemId} attempt ${e.attempt} failed (${e.state}): ${e.error}`;
+    case 'rejected': return `item ${e.itemId} attempt ${e.attempt}: ${e.op} rejected (${e.reason})`;
+    case 'released': return `item ${e.itemId} attempt ${e.attempt}: lease released`;
+    case 'stopped': return `worker stopped after ${e.completed} completed items`;
+    default: return process.env.SMOL_VERBOSE === '1' ? `item ${e.itemId} attempt ${e.attempt}: ${e.type}` : null;
+  }
+}
+
+/** The integrator can inject a VM-backed runner here (see StageRunner); process isolation is built in. */
+let injectedRunner: StageRunner | undefined;
+export function setVmStageRunner(r: StageRunner): void { injectedRunner = r; }
+
+export function register(program: Command): void {
+  ledgerOption(program.command('worker')
+    .description('claim and run rollout items with leases (CPU stages as subprocesses, GPU stages via the gateway)')
+    .option('--concurrency <n>', 'items at once; without it the worker adapts up to 2×CPUs')
+    .option('--adaptive', 'with --concurrency: start at 1 and scale up to N only while completed items/s rises')
+    .option('--isolation <mode>', 'process or vm', 'process')
+    .option('--gateway <url>', 'inference gateway for GPU stages (without it only CPU stages are claimed)')
+    .option('--kind <kind>', 'claim only cpu or gpu stages, or all')
+    .option('--lease <duration>', 'lease length; renewed every third of it', '30s')
+    .option('--grace <duration>', 'on SIGTERM, how long running items may finish before their leases are released', '10s')
+    .option('--exit-when-idle <duration>', 'exit once the queue has been empty this long')
+    .option('--window <duration>', 'measurement window for adaptive concurrency', '5s')
+    .option('--json', 'print events as JSON lines on stdout'))
+    .action(async (raw: unknown) => {
+      const opts = workerSchema.parse(raw);
+      const runner = await createStageRunner(opts.isolation, opts.isolation === 'vm' ? injectedRunner : undefined);
+      await withLedger(opts.ledger, async (l) => {
+        const adaptive = opts.concurrency === undefined ? true : opts.adaptive ?? false;
+        const worker = new Worker({
+          ledger: l.ledger, blobs: l.blobs, runner, gateway: opts.gateway, concurrency: opts.concurrency ?? os.availableParallelism() * 2, adaptive,
+          leaseMs: opts.lease, windowMs: opts.window, exitWhenIdleMs: opts.exitWhenIdle, faults: faultsFromEnv(),
+          kind: opts.kind === 'all' ? undefined : opts.kind,
+          onEvent: (e) => {
+            if (opts.json) process.stdout.write(JSON.stringify(e) + '\n');
+            else { const line = describe(e); if (line) process.stderr.write(`worker: ${line}\n`); }
+          },
+        });
+        const onSignal = () => worker.stop(opts.grace);
+        process.once('SIGTERM', onSignal);
+        process.once('SIGINT', onSignal);
+        if (!opts.json) process.stderr.write(`worker ${worker.id}: ${runner.isolation} isolation, concurrency ${adaptive ? `adaptive 1..${worker.concurrency.max}` : worker.concurrency.max}, ledger ${l.location.ledger}\n`);
+        try {
+          await worker.run();
+        } finally {
+          process.off('SIGTERM', onSignal);
+          process.off('SIGINT', onSignal);
+        }
+      });
+    });
+}

@@ -1,0 +1,84 @@
+/**
+ * Runs one claimed item's stage and says what to tell the ledger. CPU stages go through a StageRunner;
+ * GPU stages become requests to the inference gateway with the item's idempotency key, so a retried
+ * attempt gets the stored answer instead of a second inference.
+ */
+import fs from 'node:fs';
+import os from 'node:os';
+import path from 'node:path';
+import type { BlobStore } from '../ledger/blobs.js';
+import type { Claim } from '../ledger/types.js';
+import { GatewayError, infer } from './gateway-client.js';
+import type { CpuStage, GpuStage, Manifest } from './manifest.js';
+import type { StageRunner } from './stage-runner.js';
+
+export type Execution = { ok: true; outputRef: string } | { ok: false; error: string; retryable: boolean } | { ok: false; aborted: true };
+
+export interface ExecContext {
+  blobs: BlobStore;
+  runner: StageRunner;
+  gateway?: string;
+  /** Milliseconds on the ledger clock; used only to turn the item's deadline into a budget. */
+  now: () => number;
+}
+
+const sleep = (ms: number, signal: AbortSignal) => new Promise<void>((resolve) => {
+  const t = setTimeout(resolve, ms);
+  signal.addEventListener('abort', () => { clearTimeout(t); resolve(); }, { once: true });
+});
+
+export async function execute(ctx: ExecContext, m: Manifest, c: Claim, signal: AbortSignal): Promise<Execution> {
+  const stage = m.stages[c.item.stageIndex];
+  const budget = c.item.deadlineAt === null ? c.item.timeoutMs : Math.min(c.item.timeoutMs, c.item.deadlineAt - ctx.now());
+  if (budget <= 0) return { ok: false, error: 'deadline exceeded', retryable: false };
+  return stage.kind === 'cpu' ? runCpu(ctx, stage, c, budget, signal) : runGpu(ctx, stage, c, budget, signal);
+}
+
+async function runCpu(ctx: ExecContext, stage: CpuStage, c: Claim, budget: number, signal: AbortSignal): Promise<Execution> {
+  const workDir = fs.mkdtempSync(path.join(os.tmpdir(), `smol-item-${c.item.id}-`));
+  try {
+    const out = await ctx.runner.run({
+      stage, inputPath: ctx.blobs.pathOf(c.item.inputRef), workDir, timeoutMs: budget, signal,
+      env: {
+        SMOL_INPUT: ctx.blobs.pathOf(c.item.inputRef), SMOL_ROLLOUT_ID: c.item.rolloutId, SMOL_ITEM_ID: String(c.item.id),
+        SMOL_SAMPLE_ID: c.item.sampleId, SMOL_STAGE: c.item.stage, SMOL_ATTEMPT: String(c.attempt),
+        SMOL_IDEMPOTENCY_KEY: c.item.idempotencyKey, SMOL_ENV_VERSION: c.item.envVersion,
+      },
+    });
+    if (out.aborted) return { ok: false, aborted: true };
+    if (out.timedOut) return { ok: false, error: `timed out after ${budget} ms`, retryable: true };
+    if (out.exitCode !== 0) {
+      const how = out.signal ? `killed by ${out.signal}` : `exit ${out.exitCode}`;
+      return { ok: false, error: `${stage.command[0]} failed (${how})${out.stderrTail ? `: ${out.stderrTail}` : ''}`, retryable: true };
+    }
+    return { ok: true, outputRef: ctx.blobs.put(out.output) };
+  } finally {
+    fs.rmSync(workDir, { recursive: true, force: true });
+  }
+}
+
+async function runGpu(ctx: ExecContext, stage: GpuStage, c: Claim, budget: number, signal: AbortSignal): Promise<Execution> {
+  if (!ctx.gateway) return { ok: false, error: 'GPU stage claimed by a worker without --gateway', retryable: true };
+  const until = Date.now() + budget;
+  const req = {
+    apiVersion: 'v1' as const, requestId: `${c.item.id}#${c.attempt}`, rolloutId: c.item.rolloutId, idempotencyKey: c.item.idempotencyKey,
+    model: stage.model, promptVersion: stage.promptVersion, input: { ref: c.item.inputRef, text: ctx.blobs.getText(c.item.inputRef) },
+    params: stage.params, deadline: until,
+  };
+  for (;;) {
+    if (signal.aborted) return { ok: false, aborted: true };
+    try {
+      const res = await infer(ctx.gateway, req, AbortSignal.any([signal, AbortSignal.timeout(Math.max(1, until - Date.now()))]));
+      return { ok: true, outputRef: ctx.blobs.put(res.output.text) };
+    } catch (err) {
+      if (signal.aborted) return { ok: false, aborted: true };
+      // overload: wait as told and try again within this attempt's budget, rather than burning an attempt
+      if (err instanceof GatewayError && err.status === 429 && Date.now() + (err.retryAfterMs ?? 1000) < until) {
+        await sleep(err.retryAfterMs ?? 1000, signal);
+        continue;
+      }
+      const retryable = !(err instanceof GatewayError) || err.status >= 500 || err.status === 429;
+      return { ok: false, error: `inference failed: ${(err as Error).message}`, retryable };
+    }
+  }
+}

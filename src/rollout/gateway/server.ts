@@ -1,0 +1,78 @@
+/** HTTP front of the gateway (node:http): POST /v1/infer, GET /v1/stats, GET /v1/health, GET /v1/blobs/:digest. */
+import http from 'node:http';
+import type { AddressInfo } from 'node:net';
+import { UserError } from '../../errors/index.js';
+import { isDigest } from '../../ledger/blobs.js';
+import type { GatewayService } from './service.js';
+
+const MAX_BODY = 8 * 1024 * 1024;
+
+function send(res: http.ServerResponse, status: number, body: unknown, headers: Record<string, string> = {}): void {
+  const data = JSON.stringify(body);
+  res.writeHead(status, { 'content-type': 'application/json', 'content-length': Buffer.byteLength(data), ...headers });
+  res.end(data);
+}
+
+async function readBody(req: http.IncomingMessage): Promise<string | null> {
+  const chunks: Buffer[] = [];
+  let size = 0;
+  for await (const c of req) {
+    size += (c as Buffer).length;
+    if (size > MAX_BODY) return null;
+    chunks.push(c as Buffer);
+  }
+  return Buffer.concat(chunks).toString('utf8');
+}
+
+export interface GatewayServer { url: string; server: http.Server; close(): Promise<void> }
+
+export async function startGatewayServer(svc: GatewayService, blobs: { getText(d: string): string }, listen: { host: string; port: number }): Promise<GatewayServer> {
+  const server = http.createServer((req, res) => {
+    void (async () => {
+      const url = new URL(req.url ?? '/', 'http://x');
+      if (req.method === 'POST' && url.pathname === '/v1/infer') {
+        const text = await readBody(req);
+        if (text === null) return send(res, 413, { apiVersion: 'v1', status: 'invalid', error: { message: `body over ${MAX_BODY} bytes` } });
+        let raw: unknown;
+        try {
+          raw = JSON.parse(text);
+        } catch {
+          return send(res, 400, { apiVersion: 'v1', status: 'invalid', error: { type: 'ValidationError', message: 'body is not JSON', issues: [{ path: '(root)', message: 'not JSON' }] } });
+        }
+        const a = await svc.handle(raw);
+        return send(res, a.status, a.body, a.headers);
+      }
+      if (req.method === 'GET' && url.pathname === '/v1/stats') return send(res, 200, svc.stats());
+      if (req.method === 'GET' && url.pathname === '/v1/health') return send(res, 200, { status: 'ok' });
+      const m = /^\/v1\/blobs\/(sha256:[0-9a-f]{64})$/.exec(url.pathname);
+      if (req.method === 'GET' && m && isDigest(m[1])) {
+        try { return send(res, 200, { ref: m[1], text: blobs.getText(m[1]) }); } catch { return send(res, 404, { error: { message: `no blob ${m[1]}` } }); }
+      }
+      send(res, 404, { error: { message: `no route ${req.method} ${url.pathname}` } });
+    })().catch((err: unknown) => {
+      if (!res.headersSent) send(res, 500, { apiVersion: 'v1', status: 'failed', error: { message: (err as Error).message } });
+    });
+  });
+  server.keepAliveTimeout = 30_000;
+  await new Promise<void>((resolve, reject) => {
+    server.once('error', reject);
+    server.listen(listen.port, listen.host, () => resolve());
+  });
+  const addr = server.address() as AddressInfo;
+  const host = addr.family === 'IPv6' ? `[${addr.address}]` : addr.address;
+  return {
+    url: `http://${host}:${addr.port}`,
+    server,
+    close: async () => {
+      await new Promise<void>((resolve) => server.close(() => resolve()));
+      await svc.drain();
+    },
+  };
+}
+
+/** "HOST:PORT", ":PORT" or "PORT" → listen options (loopback unless a host is named). */
+export function parseListen(addr: string): { host: string; port: number } {
+  const m = /^(?:(.*):)?(\d+)$/.exec(addr);
+  if (!m) throw new UserError(`not a listen address: ${addr}`, { where: '--listen', hint: 'Use HOST:PORT, :PORT or PORT.' });
+  return { host: m[1] || '127.0.0.1', port: Number(m[2]) };
+}

@@ -1,0 +1,132 @@
+/**
+ * Rollout manifests: a pipeline of stages (GPU via the gateway, CPU as subprocesses) over a set of samples.
+ * Strict schema: unknown fields are errors, and every error names its field path and YAML line.
+ */
+import ms from 'ms';
+import { isMap, isSeq, LineCounter, parseDocument, type Node } from 'yaml';
+import { z } from 'zod';
+import { ValidationError, type Issue } from '../errors/index.js';
+
+const duration = z.union([z.number().int().positive(), z.string()]).transform((v, ctx) => {
+  const n = typeof v === 'number' ? v : ms(v as ms.StringValue);
+  if (typeof n !== 'number' || !Number.isFinite(n) || n <= 0) {
+    ctx.addIssue({ code: 'custom', message: `not a duration: ${JSON.stringify(v)} (use e.g. 500ms, 30s, 5m or milliseconds)` });
+    return z.NEVER;
+  }
+  return n;
+});
+const name = z.string().regex(/^[a-z0-9][a-z0-9._-]{0,62}$/, 'use 1-63 lowercase letters, digits, ".", "_" or "-"');
+
+const limits = z.strictObject({
+  cpuSeconds: z.number().int().positive().optional(),
+  memoryMiB: z.number().int().positive().optional(),
+  maxOutputBytes: z.number().int().positive().default(16 * 1024 * 1024),
+  openFiles: z.number().int().positive().optional(),
+}).prefault({});
+
+const common = {
+  name,
+  maxAttempts: z.number().int().min(1).max(100).optional(),
+  timeout: duration.optional(),
+  backoff: duration.optional(),
+};
+
+const gpuStage = z.strictObject({
+  ...common,
+  kind: z.literal('gpu'),
+  model: z.strictObject({ name: z.string().min(1), version: z.string().min(1) }),
+  promptVersion: z.string().min(1),
+  params: z.record(z.string(), z.union([z.string(), z.number(), z.boolean(), z.null(), z.array(z.string())])).default({}),
+});
+const cpuStage = z.strictObject({
+  ...common,
+  kind: z.literal('cpu'),
+  command: z.array(z.string()).min(1),
+  env: z.record(z.string(), z.string()).default({}),
+  limits,
+});
+export const stageSchema = z.discriminatedUnion('kind', [gpuStage, cpuStage]);
+
+const sample = z.strictObject({ id: name, text: z.string() });
+
+export const manifestSchema = z.strictObject({
+  apiVersion: z.literal('smol/v1'),
+  kind: z.literal('Rollout'),
+  name,
+  environment: z.strictObject({ version: z.string().min(1) }),
+  gpus: z.number().int().min(0).default(1),
+  defaults: z.strictObject({
+    maxAttempts: z.number().int().min(1).max(100).default(3),
+    timeout: duration.default(60_000),
+    backoff: duration.default(1000),
+    deadline: duration.optional(),
+  }).prefault({}),
+  samples: z.array(sample).min(1).optional(),
+  generate: z.strictObject({ count: z.number().int().min(1).max(10_000_000), template: z.string().min(1) }).optional(),
+  stages: z.array(stageSchema).min(1),
+}).superRefine((m, ctx) => {
+  if (!m.samples === !m.generate) ctx.addIssue({ code: 'custom', path: ['samples'], message: 'give exactly one of "samples" or "generate"' });
+  const seen = new Set<string>();
+  m.stages.forEach((s, i) => {
+    if (seen.has(s.name)) ctx.addIssue({ code: 'custom', path: ['stages', i, 'name'], message: `duplicate stage name "${s.name}"` });
+    seen.add(s.name);
+  });
+  const ids = new Set<string>();
+  m.samples?.forEach((s, i) => {
+    if (ids.has(s.id)) ctx.addIssue({ code: 'custom', path: ['samples', i, 'id'], message: `duplicate sample id "${s.id}"` });
+    ids.add(s.id);
+  });
+});
+
+export type Manifest = z.output<typeof manifestSchema>;
+export type Stage = z.output<typeof stageSchema>;
+export type GpuStage = Extract<Stage, { kind: 'gpu' }>;
+export type CpuStage = Extract<Stage, { kind: 'cpu' }>;
+
+function nodeAt(root: Node | null, p: PropertyKey[]): Node | null {
+  let node: Node | null = root;
+  for (const key of p) {
+    if (isMap(node)) {
+      const pair = node.items.find((it) => (it.key as { value?: unknown })?.value === key);
+      if (!pair) return node;
+      node = (pair.value as Node | null) ?? (pair.key as Node);
+    } else if (isSeq(node) && typeof key === 'number') {
+      const next = node.items[key] as Node | undefined;
+      if (!next) return node;
+      node = next;
+    } else return node;
+  }
+  return node;
+}
+
+/** Parses and validates manifest YAML. Throws ValidationError with one issue per bad field ("stages.1.timeout"). */
+export function parseManifest(text: string, file = 'manifest'): Manifest {
+  const lc = new LineCounter();
+  const doc = parseDocument(text, { lineCounter: lc, prettyErrors: false });
+  if (doc.errors.length) {
+    const e = doc.errors[0];
+    const pos = e.linePos?.[0];
+    throw new ValidationError(`${file} is not valid YAML: ${e.message.split('\n')[0]}`, [{ path: pos ? `line ${pos.line}` : '(root)', message: e.message.split('\n')[0] }], { where: file });
+  }
+  const res = manifestSchema.safeParse(doc.toJS() ?? {});
+  if (res.success) return res.data;
+  const issues: Issue[] = [];
+  for (const i of res.error.issues) {
+    const keys = i.code === 'unrecognized_keys' ? i.keys : [null];
+    for (const k of keys) {
+      const p = k === null ? i.path : [...i.path, k];
+      const n = nodeAt(doc.contents as Node, p);
+      const line = n?.range ? lc.linePos(n.range[0]).line : undefined;
+      issues.push({ path: (p.join('.') || '(root)') + (line ? ` (line ${line})` : ''), message: k === null ? i.message : `unknown field "${k}"` });
+    }
+  }
+  throw new ValidationError(`${file} is invalid`, issues, { where: file, hint: 'Fix the fields listed; examples/rollout/manifest.yaml shows every field.' });
+}
+
+/** The samples a manifest describes, in order. */
+export function samplesOf(m: Manifest): { id: string; text: string }[] {
+  if (m.samples) return m.samples;
+  const g = m.generate!;
+  const width = String(g.count - 1).length;
+  return Array.from({ length: g.count }, (_, i) => ({ id: `s${String(i).padStart(width, '0')}`, text: g.template.replaceAll('{i}', String(i)) }));
+}

@@ -1,0 +1,101 @@
+/**
+ * How a CPU stage's command runs. The worker only knows this interface; `process` runs it as a subprocess
+ * under prlimit, and a VM runner (a fresh microVM forked from a warm machine) plugs in the same way.
+ */
+import fs from 'node:fs';
+import path from 'node:path';
+import { PrerequisiteError } from '../errors/index.js';
+import { spawn, which } from '../util/exec.js';
+import type { CpuStage } from './manifest.js';
+
+export interface StageRun {
+  stage: CpuStage;
+  /** The input blob's path; also piped to the command's stdin. */
+  inputPath: string;
+  /** A fresh directory for this attempt; removed by the worker afterwards. */
+  workDir: string;
+  env: Record<string, string>;
+  timeoutMs: number;
+  signal: AbortSignal;
+}
+
+export interface StageOutcome {
+  exitCode: number | null;
+  signal: string | null;
+  /** $SMOL_OUTPUT if the command wrote it, else its stdout. */
+  output: Buffer;
+  stderrTail: string;
+  timedOut: boolean;
+  aborted: boolean;
+}
+
+export interface StageRunner {
+  readonly isolation: 'process' | 'vm';
+  run(r: StageRun): Promise<StageOutcome>;
+}
+
+/** prlimit arguments for a stage's limits (RLIMIT_FSIZE caps output; SIGXFSZ kills a runaway writer). */
+export function prlimitArgs(l: CpuStage['limits']): string[] {
+  const a = [`--fsize=${l.maxOutputBytes}`];
+  if (l.cpuSeconds) a.push(`--cpu=${l.cpuSeconds}`);
+  if (l.memoryMiB) a.push(`--as=${l.memoryMiB * 1024 * 1024}`);
+  if (l.openFiles) a.push(`--nofile=${l.openFiles}`);
+  return a;
+}
+
+export class ProcessStageRunner implements StageRunner {
+  readonly isolation = 'process' as const;
+  private constructor(private readonly prlimit: string) {}
+
+  static async create(): Promise<ProcessStageRunner> {
+    const p = await which('prlimit');
+    if (!p) throw new PrerequisiteError('prlimit not found; it enforces stage resource limits', { hint: 'Install util-linux (apt-get install util-linux).' });
+    return new ProcessStageRunner(p);
+  }
+
+  async run(r: StageRun): Promise<StageOutcome> {
+    const outPath = path.join(r.workDir, 'output');
+    const stdoutPath = path.join(r.workDir, 'stdout');
+    const stderrPath = path.join(r.workDir, 'stderr');
+    let timedOut = false;
+    let aborted = false;
+    // its own process group, so a timeout or cancel kills the command's children too
+    const child = spawn(this.prlimit, [...prlimitArgs(r.stage.limits), '--', ...r.stage.command], {
+      cwd: r.workDir, env: { ...r.stage.env, ...r.env, SMOL_OUTPUT: outPath }, stdio: [{ file: r.inputPath }, { file: stdoutPath }, { file: stderrPath }], detached: true,
+    });
+    const killGroup = () => {
+      try { if (child.pid) process.kill(-child.pid, 'SIGKILL'); } catch { /* already gone */ }
+    };
+    const timer = setTimeout(() => { timedOut = true; killGroup(); }, r.timeoutMs);
+    const onAbort = () => { aborted = true; killGroup(); };
+    r.signal.addEventListener('abort', onAbort, { once: true });
+    if (r.signal.aborted) onAbort();
+    try {
+      const res = await child;
+      const output = fs.existsSync(outPath) ? fs.readFileSync(outPath) : fs.readFileSync(stdoutPath);
+      const stderr = fs.readFileSync(stderrPath, 'utf8');
+      return {
+        exitCode: res.exitCode ?? null, signal: res.signal ?? null, output,
+        stderrTail: stderr.trim().split('\n').slice(-5).join('\n').slice(-2000), timedOut, aborted,
+      };
+    } finally {
+      clearTimeout(timer);
+      r.signal.removeEventListener('abort', onAbort);
+      killGroup(); // stray background children of the command do not outlive the attempt
+    }
+  }
+}
+
+/**
+ * `--isolation vm` needs machines to fork from. Until a VM runner is injected (the integrator wires the
+ * machine backend in), asking for it fails clearly rather than silently running as a process.
+ */
+export async function createStageRunner(isolation: 'process' | 'vm', injected?: StageRunner): Promise<StageRunner> {
+  if (injected) return injected;
+  if (isolation === 'vm') {
+    throw new PrerequisiteError('--isolation vm is not available: no VM stage runner is wired in', {
+      hint: 'Use --isolation process, or run a smol build whose worker has the microVM stage runner.',
+    });
+  }
+  return ProcessStageRunner.create();
+}
