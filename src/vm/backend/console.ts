@@ -14,12 +14,13 @@ export function consoleTail(consoleLogPath: string, lines: number): string {
  */
 export async function waitForConsole(consoleLogPath: string, pattern: RegExp, opts: { timeoutMs: number; alive?: () => boolean; pollMs?: number }): Promise<RegExpExecArray> {
   const deadline = Date.now() + opts.timeoutMs;
+  const read = () => { try { return readFileSync(consoleLogPath, 'utf8'); } catch { return ''; } };
   for (;;) {
-    let text = '';
-    try { text = readFileSync(consoleLogPath, 'utf8'); } catch { /* not created yet */ }
-    const m = pattern.exec(text);
+    // liveness first, then the log: a VM that prints and powers off between the two reads still matches
+    const alive = opts.alive ? opts.alive() : true;
+    const m = pattern.exec(read());
     if (m) return m;
-    if (opts.alive && !opts.alive()) {
+    if (!alive) {
       throw new BootError(`boot failed: the VM exited before printing ${pattern}`, { hint: `Console output:\n${consoleTail(consoleLogPath, 20)}` });
     }
     if (Date.now() >= deadline) {
