@@ -102,7 +102,7 @@ function nodeAt(root: Node | null, p: PropertyKey[]): Node | null {
 /** Parses and validates manifest YAML. Throws ValidationError with one issue per bad field ("stages.1.timeout"). */
 export function parseManifest(text: string, file = 'manifest'): Manifest {
   const lc = new LineCounter();
-  const doc = parseDocument(text, { lineCounter: lc, prettyErrors: false });
+  const doc = parseDocument(text, { lineCounter: lc });
   if (doc.errors.length) {
     const e = doc.errors[0];
     const pos = e.linePos?.[0];

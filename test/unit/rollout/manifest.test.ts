@@ -1,0 +1,67 @@
+import fs from 'node:fs';
+import os from 'node:os';
+import path from 'node:path';
+import { describe, expect, it } from 'vitest';
+import { ValidationError } from '../../../src/errors/index.js';
+import { BlobStore } from '../../../src/ledger/blobs.js';
+import { SqliteLedger } from '../../../src/ledger/sqlite.js';
+import { parseManifest, samplesOf } from '../../../src/rollout/manifest.js';
+import { submitRollout } from '../../../src/rollout/submit.js';
+import { ConflictError } from '../../../src/errors/index.js';
+
+const example = fs.readFileSync(path.join(import.meta.dirname, '../../../examples/rollout/manifest.yaml'), 'utf8');
+
+function issuesOf(text: string): { path: string; message: string }[] {
+  try {
+    parseManifest(text);
+  } catch (err) {
+    expect(err).toBeInstanceOf(ValidationError);
+    return (err as ValidationError).issues;
+  }
+  throw new Error('expected a ValidationError');
+}
+
+describe('rollout manifest', () => {
+  it('accepts the shipped example and applies defaults', () => {
+    const m = parseManifest(example);
+    expect(m.stages.map((s) => `${s.name}:${s.kind}`)).toEqual(['generate:gpu', 'simulate:cpu', 'score:cpu']);
+    expect(m.defaults).toMatchObject({ maxAttempts: 3, timeout: 30_000, backoff: 500, deadline: 3_600_000 });
+    expect(samplesOf(m)).toHaveLength(20);
+    expect(samplesOf(m)[7]).toEqual({ id: 's07', text: 'Solve task 7: move the block to the goal.' });
+  });
+
+  it('names the field path and line of every problem', () => {
+    const bad = example.replace('timeout: 10s', 'timeout: soon').replace('kind: Rollout', 'kind: Rollout\ncolour: blue').replace('version: "2026-01"', 'version: ""');
+    const issues = issuesOf(bad);
+    expect(issues).toEqual(expect.arrayContaining([
+      { path: expect.stringMatching(/^stages\.2\.timeout \(line \d+\)$/), message: expect.stringContaining('not a duration') },
+      { path: expect.stringMatching(/^colour \(line 4\)$/), message: 'unknown field "colour"' },
+      { path: expect.stringMatching(/^stages\.0\.model\.version/), message: expect.any(String) },
+    ]));
+  });
+
+  it('rejects unknown stage kinds, duplicate names and missing samples', () => {
+    const base = 'apiVersion: smol/v1\nkind: Rollout\nname: x\nenvironment: { version: e }\n';
+    expect(issuesOf(base + 'generate: { count: 1, template: t }\nstages: [{ name: a, kind: tpu }]')[0].path).toMatch(/^stages\.0\.kind/);
+    expect(issuesOf(base + 'generate: { count: 1, template: t }\nstages: [{ name: a, kind: cpu, command: [x] }, { name: a, kind: cpu, command: [y] }]')[0])
+      .toMatchObject({ path: expect.stringMatching(/^stages\.1\.name/), message: 'duplicate stage name "a"' });
+    expect(issuesOf(base + 'stages: [{ name: a, kind: cpu, command: [x] }]')[0].message).toContain('exactly one of');
+    expect(issuesOf('a: [1, 2')[0].path).toMatch(/line/);
+  });
+
+  it('submits idempotently and refuses a changed manifest under the same name without changing anything', async () => {
+    const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'smol-submit-'));
+    const ledger = new SqliteLedger({ path: path.join(dir, 'l.db') });
+    const blobs = new BlobStore(path.join(dir, 'blobs'));
+    const first = await submitRollout(ledger, blobs, example);
+    expect(first).toMatchObject({ rolloutId: 'demo', created: true, items: 20 });
+    expect(await submitRollout(ledger, blobs, example)).toMatchObject({ created: false, items: 0 });
+    await expect(submitRollout(ledger, blobs, example.replace('count: 20', 'count: 21'))).rejects.toBeInstanceOf(ConflictError);
+    await expect(submitRollout(ledger, blobs, example.replace('name: demo', 'name: demo2').replace('maxAttempts: 3', 'maxAttempts: 0'))).rejects.toBeInstanceOf(ValidationError);
+    expect((await ledger.listRollouts()).map((r) => [r.id, r.counts.queued])).toEqual([['demo', 20]]);
+    const items = await ledger.listItems('demo', 100);
+    expect(items[0]).toMatchObject({ stage: 'generate', kind: 'gpu', envVersion: 'demo-env-1', idempotencyKey: 'demo/s00/generate', maxAttempts: 3 });
+    expect(blobs.getText(items[0].inputRef)).toBe('Solve task 0: move the block to the goal.');
+    await ledger.close();
+  });
+});

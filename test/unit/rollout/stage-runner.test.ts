@@ -1,0 +1,64 @@
+import fs from 'node:fs';
+import os from 'node:os';
+import path from 'node:path';
+import { describe, expect, it } from 'vitest';
+import { PrerequisiteError } from '../../../src/errors/index.js';
+import type { CpuStage } from '../../../src/rollout/manifest.js';
+import { createStageRunner, ProcessStageRunner, prlimitArgs } from '../../../src/rollout/stage-runner.js';
+
+const stage = (command: string[], limits: Partial<CpuStage['limits']> = {}): CpuStage =>
+  ({ name: 's', kind: 'cpu', command, env: {}, limits: { maxOutputBytes: 1 << 20, ...limits } });
+
+async function runIt(command: string[], o: { limits?: Partial<CpuStage['limits']>; timeoutMs?: number; input?: string; abortAfterMs?: number } = {}) {
+  const runner = await ProcessStageRunner.create();
+  const workDir = fs.mkdtempSync(path.join(os.tmpdir(), 'smol-stage-'));
+  const inputPath = path.join(workDir, 'input');
+  fs.writeFileSync(inputPath, o.input ?? 'hello');
+  const ac = new AbortController();
+  if (o.abortAfterMs) setTimeout(() => ac.abort(), o.abortAfterMs);
+  const t0 = Date.now();
+  const out = await runner.run({ stage: stage(command, o.limits), inputPath, workDir, env: { SMOL_SAMPLE_ID: 's7' }, timeoutMs: o.timeoutMs ?? 10_000, signal: ac.signal });
+  return { ...out, ms: Date.now() - t0, text: out.output.toString() };
+}
+
+describe('process stage runner', () => {
+  it('feeds the input on stdin and takes stdout as the output', async () => {
+    const r = await runIt(['sh', '-c', 'tr a-z A-Z; echo " $SMOL_SAMPLE_ID"']);
+    expect(r).toMatchObject({ exitCode: 0, timedOut: false, aborted: false });
+    expect(r.text).toBe('HELLO s7\n');
+  });
+
+  it('prefers $SMOL_OUTPUT over stdout and reports stderr on failure', async () => {
+    expect((await runIt(['sh', '-c', 'echo noise; echo real > "$SMOL_OUTPUT"'])).text).toBe('real\n');
+    const bad = await runIt(['sh', '-c', 'echo broken >&2; exit 3']);
+    expect(bad.exitCode).toBe(3);
+    expect(bad.stderrTail).toBe('broken');
+  });
+
+  it('kills the whole process group at the timeout', async () => {
+    const r = await runIt(['sh', '-c', 'sleep 30 & sleep 30'], { timeoutMs: 300 });
+    expect(r.timedOut).toBe(true);
+    expect(r.ms).toBeLessThan(5000);
+  });
+
+  it('aborts on cancellation', async () => {
+    const r = await runIt(['sleep', '30'], { abortAfterMs: 200 });
+    expect(r.aborted).toBe(true);
+    expect(r.ms).toBeLessThan(5000);
+  });
+
+  it('enforces resource limits through prlimit', async () => {
+    const cpu = await runIt(['sh', '-c', 'while :; do :; done'], { limits: { cpuSeconds: 1 }, timeoutMs: 15_000 });
+    expect(cpu.timedOut).toBe(false);
+    expect(cpu.signal).toMatch(/SIGXCPU|SIGKILL/);
+    const big = await runIt(['sh', '-c', 'head -c 100000 /dev/zero > "$SMOL_OUTPUT"'], { limits: { maxOutputBytes: 1000 } });
+    expect(big.exitCode === 0 && big.signal === null).toBe(false);
+    expect(prlimitArgs({ maxOutputBytes: 10, cpuSeconds: 2, memoryMiB: 1, openFiles: 5 })).toEqual(['--fsize=10', '--cpu=2', '--as=1048576', '--nofile=5']);
+  });
+
+  it('refuses vm isolation unless a runner is injected', async () => {
+    await expect(createStageRunner('vm')).rejects.toBeInstanceOf(PrerequisiteError);
+    const fake = { isolation: 'vm' as const, run: async () => ({ exitCode: 0, signal: null, output: Buffer.from('vm'), stderrTail: '', timedOut: false, aborted: false }) };
+    expect(await createStageRunner('vm', fake)).toBe(fake);
+  });
+});
