@@ -2,3 +2,4 @@
 export { OPS, PROTOCOL, canonicalSpec, type OpSpec } from './spec.js';
 export { OP, OP_ROWS, PROTO_HASH, type OpRow } from './generated.js';
 export { parseEndpoint, formatEndpoint, type Endpoint } from './endpoint.js';
+export { encodeFrame, decodeHeader, decodeReply, type FrameHeader } from './frame.js';

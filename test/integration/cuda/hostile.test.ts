@@ -1,0 +1,134 @@
+/**
+ * Malformed and hostile frames against a running daemon: each ends (at most) its own session; the
+ * daemon stays up and keeps serving well-behaved clients.
+ */
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import net from 'node:net';
+import path from 'node:path';
+import { OP, OP_ROWS, PROTO_HASH, PROTOCOL, decodeHeader, encodeFrame, decodeReply } from '../../../src/cuda/protocol/index.js';
+import { buildNative, progs, ptx, runProgram, shimEnv, startDaemon, type DaemonProc } from './helpers.js';
+
+let d: DaemonProc;
+beforeAll(async () => { buildNative(); d = await startDaemon(); });
+afterAll(async () => { await d?.stop(); });
+
+/** A raw protocol client: collects replies and notices when the daemon hangs up. */
+class Raw {
+  sock: net.Socket;
+  buf = Buffer.alloc(0);
+  closed: Promise<void>;
+  private waiters: (() => void)[] = [];
+  constructor(endpoint: string) {
+    this.sock = net.connect(endpoint.replace(/^unix:/, ''));
+    this.sock.on('data', (b) => { this.buf = Buffer.concat([this.buf, b]); this.waiters.splice(0).forEach((w) => w()); });
+    this.sock.on('error', () => {});
+    this.closed = new Promise((r) => this.sock.on('close', () => { r(); this.waiters.splice(0).forEach((w) => w()); }));
+  }
+  send(b: Buffer) { this.sock.write(b); }
+  async reply(timeoutMs = 20_000) {
+    const end = Date.now() + timeoutMs;
+    while (this.buf.length < PROTOCOL.headerSize || this.buf.length < PROTOCOL.headerSize + this.buf.readUInt32LE(0)) {
+      if (this.sock.destroyed || Date.now() > end) return undefined;
+      await new Promise<void>((r) => { this.waiters.push(r); setTimeout(r, 50); });
+    }
+    const h = decodeHeader(this.buf);
+    const payload = this.buf.subarray(PROTOCOL.headerSize, PROTOCOL.headerSize + h.length);
+    this.buf = this.buf.subarray(PROTOCOL.headerSize + h.length);
+    return { ...h, ...decodeReply(h.op, payload) };
+  }
+  async hello() {
+    this.send(encodeFrame(OP.Hello, [PROTOCOL.magic, PROTO_HASH, process.pid, 0], { seq: 1 }));
+    return this.reply();
+  }
+  hangsUp(ms = 20_000) { return Promise.race([this.closed.then(() => true), new Promise<boolean>((r) => setTimeout(() => r(false), ms))]); }
+}
+
+async function daemonStillServes() {
+  const r = await runProgram(path.join(progs, 'driver_vecadd'), [ptx, 'quick', '4096'], shimEnv(d.endpoint));
+  expect(r.code, r.stderr).toBe(0);
+  expect(r.stdout).toContain('RESULT vecadd PASS');
+}
+
+describe('hostile frames end only their own session', () => {
+  it('random bytes', async () => {
+    const c = new Raw(d.endpoint);
+    let x = 12345;
+    const junk = Buffer.alloc(65536, 0).map(() => ((x = (x * 1103515245 + 12345) >>> 0) >>> 24));
+    c.send(junk);
+    expect(await c.hangsUp()).toBe(true);
+    await daemonStillServes();
+  });
+
+  it('a call before the handshake, and a handshake from another protocol version', async () => {
+    const a = new Raw(d.endpoint);
+    a.send(encodeFrame(OP.MemAlloc, [4096]));
+    expect(await a.hangsUp()).toBe(true);
+    const b = new Raw(d.endpoint);
+    b.send(encodeFrame(OP.Hello, [PROTOCOL.magic, 12345, process.pid, 0], { seq: 7 }));
+    const rep = await b.reply();
+    expect(rep?.status).toBe(801);
+    b.sock.destroy();
+  });
+
+  it('an oversized frame and an unknown op', async () => {
+    const a = new Raw(d.endpoint);
+    expect((await a.hello())?.status).toBe(0);
+    const big = Buffer.alloc(16); big.writeUInt32LE(PROTOCOL.maxPayload + 1, 0); big.writeUInt16LE(OP.Nop, 4);
+    a.send(big);
+    expect(await a.hangsUp()).toBe(true);
+    const b = new Raw(d.endpoint);
+    await b.hello();
+    b.send(encodeFrame(999, [1, 2, 3], { seq: 2 }));
+    expect(await b.hangsUp()).toBe(true);
+  });
+
+  it('device pointers and images are checked before the driver sees them', async () => {
+    const owner = new Raw(d.endpoint), thief = new Raw(d.endpoint);
+    await owner.hello(); await thief.hello();
+    owner.send(encodeFrame(OP.PrimaryCtxRetain, [0], { seq: 2 }));
+    await owner.reply();
+    owner.send(encodeFrame(OP.CtxSetCurrent, [PROTOCOL.kinds.ctx * 2 ** 48 + PROTOCOL.primaryBase], { flags: PROTOCOL.flags.async }));
+    owner.send(encodeFrame(OP.MemAlloc, [4096], { seq: 3 }));
+    const alloc = await owner.reply();
+    expect(alloc?.status, JSON.stringify(alloc, (_k, v) => (typeof v === "bigint" ? String(v) : v))).toBe(0);
+    expect(alloc?.op).toBe(OP.MemAlloc);
+    const ptr = alloc!.outs[0];
+    // Another session naming that pointer gets an error, and its session goes on.
+    thief.send(encodeFrame(OP.MemcpyDtoH, [ptr, 64, 0], { seq: 2 }));
+    expect((await thief.reply())?.status).toBe(1);
+    thief.send(encodeFrame(OP.MemcpyHtoD, [ptr, 0, 0], { flags: PROTOCOL.flags.async, blob: Buffer.alloc(64, 0xee) }));
+    thief.send(encodeFrame(OP.Nop, [], { seq: 3 }));
+    expect((await thief.reply())?.status).toBe(1); // the failed async copy surfaces at the next sync call
+    // A fatbin whose header claims more bytes than were sent is refused.
+    const fat = Buffer.alloc(64); fat.writeUInt32LE(0xba55ed50, 0); fat.writeUInt16LE(16, 6); fat.writeBigUInt64LE(1n << 40n, 8);
+    thief.send(encodeFrame(OP.LibraryLoadData, [PROTOCOL.kinds.library * 2 ** 48 + 1], { seq: 4, blob: fat }));
+    expect((await thief.reply())?.status).toBe(200);
+    // The owner's memory was untouched.
+    owner.send(encodeFrame(OP.MemcpyDtoH, [ptr, 64, 0], { seq: 4 }));
+    const mine = await owner.reply();
+    expect(mine?.status).toBe(0);
+    expect(mine!.blob.includes(0xee)).toBe(false);
+    owner.sock.destroy(); thief.sock.destroy();
+  });
+
+  it('500 random well-framed calls (seeded) leave the daemon serving', async () => {
+    let x = 99;
+    const rnd = () => (x = (x * 1103515245 + 12345) >>> 0);
+    const ids = OP_ROWS.map((r) => r).filter((r) => r.id !== OP.Hello);
+    for (let conn = 0; conn < 5; conn++) {
+      const c = new Raw(d.endpoint);
+      await c.hello();
+      for (let i = 0; i < 100; i++) {
+        const row = ids[rnd() % ids.length];
+        const pick = () => [0, 1, 2, rnd(), rnd() * 2 ** 20, PROTOCOL.kinds.stream * 2 ** 48 + (rnd() % 8)][rnd() % 6];
+        const args = Array.from({ length: row.nargs }, pick);
+        c.send(encodeFrame(row.id, args, { seq: i + 2, flags: rnd() % 2 ? PROTOCOL.flags.async : 0, blob: Buffer.alloc(rnd() % 64, rnd() & 255) }));
+      }
+      await new Promise((r) => setTimeout(r, 100));
+      c.sock.destroy();
+    }
+    const st = await d.status();
+    expect(st.pid).toBe(d.proc.pid);
+    await daemonStillServes();
+  });
+});
