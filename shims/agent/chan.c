@@ -284,7 +284,7 @@ static void dispatch(uint8_t type, uint8_t flags, uint32_t id, const uint8_t *p,
 
 /* Reads what the channel has and dispatches every complete frame. */
 void handle_input(void) {
-  for (;;) {
+  for (int reads = 0; reads < 64; reads++) { /* a vport read returns one small buffer: keep going until EAGAIN */
     buf_reserve(&g.in, HDR_LEN + MAX_PAYLOAD);
     ssize_t r = read(g.chan, g.in.p + g.in.len, g.in.cap - g.in.len);
     if (r < 0 && errno == EINTR) continue;
@@ -304,7 +304,6 @@ void handle_input(void) {
     }
     if (g.deaf) { g.in.off = g.in.len = 0; return; }
     if (g.in.off == g.in.len) g.in.off = g.in.len = 0;
-    if ((size_t)r < 65536) return; /* drained: back to poll */
   }
 }
 

@@ -3,6 +3,9 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <signal.h>
+#include <spawn.h>
+#include <stdio.h>
+#include <sys/stat.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/ioctl.h>
@@ -66,14 +69,70 @@ static char **merge_env(struct exec_req *q) {
 
 static void set_nonblock(int fd) { fcntl(fd, F_SETFL, fcntl(fd, F_GETFL) | O_NONBLOCK); }
 
+/* PATH lookup with the child's PATH (posix_spawnp would use the agent's). */
+static const char *resolve(const char *file, char **envp, char *buf, size_t n) {
+  if (strchr(file, '/')) return file;
+  const char *path = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin";
+  for (char **e = envp; *e; e++) if (strncmp(*e, "PATH=", 5) == 0) path = *e + 5;
+  int err = ENOENT;
+  for (const char *p = path; ; p = strchr(p, ':') + 1) {
+    size_t dl = strcspn(p, ":");
+    if (snprintf(buf, n, "%.*s%s%s", (int)dl, p, dl ? "/" : "", file) < (int)n) {
+      struct stat st;
+      if (stat(buf, &st) == 0 && S_ISREG(st.st_mode)) {
+        if (access(buf, X_OK) == 0) return buf;
+        err = EACCES;
+      }
+    }
+    if (!p[dl]) break;
+  }
+  errno = err;
+  return NULL;
+}
+
+/* posix_spawn uses CLONE_VFORK: no page-table copy of the agent, which matters under TCG. */
+static int spawn(struct exec_req *q, char **envp, int tty, const char *slave, int in, int out, int err, pid_t *pid, const char **what) {
+  char buf[4096];
+  const char *file = resolve(q->argv[0], envp, buf, sizeof buf);
+  if (!file) { *what = "not found in PATH"; return errno; }
+  if (q->cwd[0] && access(q->cwd, X_OK) < 0) { *what = "working directory"; return errno; }
+  posix_spawn_file_actions_t fa;
+  posix_spawnattr_t at;
+  sigset_t none, def;
+  sigemptyset(&none);
+  sigemptyset(&def);
+  sigaddset(&def, SIGPIPE);
+  posix_spawnattr_init(&at);
+  posix_spawnattr_setflags(&at, POSIX_SPAWN_SETSID | POSIX_SPAWN_SETSIGMASK | POSIX_SPAWN_SETSIGDEF);
+  posix_spawnattr_setsigmask(&at, &none);
+  posix_spawnattr_setsigdefault(&at, &def);
+  posix_spawn_file_actions_init(&fa);
+  if (tty) { /* a session leader opening a tty without O_NOCTTY acquires it as controlling terminal */
+    posix_spawn_file_actions_addopen(&fa, 0, slave, O_RDWR, 0);
+    posix_spawn_file_actions_adddup2(&fa, 0, 1);
+    posix_spawn_file_actions_adddup2(&fa, 0, 2);
+  } else {
+    posix_spawn_file_actions_adddup2(&fa, in, 0);
+    posix_spawn_file_actions_adddup2(&fa, out, 1);
+    posix_spawn_file_actions_adddup2(&fa, err, 2);
+  }
+  if (q->cwd[0]) posix_spawn_file_actions_addchdir_np(&fa, q->cwd);
+  int rc = posix_spawn(pid, file, &fa, &at, q->argv, envp);
+  posix_spawn_file_actions_destroy(&fa);
+  posix_spawnattr_destroy(&at);
+  *what = "spawn";
+  return rc;
+}
+
 void exec_start(uint32_t id, const uint8_t *p, uint32_t n) {
   struct exec_req q;
   if (parse_exec(p, n, &q) < 0) { free_req(&q); protocol_error("malformed EXEC"); return; }
   int tty = q.flags & EXEC_F_TTY;
-  int in[2] = {-1, -1}, out[2] = {-1, -1}, err[2] = {-1, -1}, rep[2] = {-1, -1};
-  int master = -1;
-  char slave[128];
+  int in[2] = {-1, -1}, out[2] = {-1, -1}, err[2] = {-1, -1};
+  int master = -1, rc;
+  char slave[128] = "";
   const char *what = "pipe";
+  pid_t pid = -1;
   if (tty) {
     what = "pty";
     master = posix_openpt(O_RDWR | O_NOCTTY | O_CLOEXEC);
@@ -81,49 +140,11 @@ void exec_start(uint32_t id, const uint8_t *p, uint32_t n) {
     struct winsize ws = { .ws_row = q.rows ? q.rows : 24, .ws_col = q.cols ? q.cols : 80 };
     ioctl(master, TIOCSWINSZ, &ws);
   } else if (pipe2(in, O_CLOEXEC) < 0 || pipe2(out, O_CLOEXEC) < 0 || pipe2(err, O_CLOEXEC) < 0) goto fail;
-  if (pipe2(rep, O_CLOEXEC) < 0) goto fail;
   if (!tty) fcntl(out[1], F_SETPIPE_SZ, 1 << 20); /* fewer wakeups for fast producers */
   char **envp = merge_env(&q);
-  what = "fork";
-  pid_t pid = fork();
-  if (pid < 0) { free(envp); goto fail; }
-  if (pid == 0) {
-    sigset_t none;
-    sigemptyset(&none);
-    sigprocmask(SIG_SETMASK, &none, NULL);
-    signal(SIGPIPE, SIG_DFL);
-    setsid();
-    if (tty) {
-      int s = open(slave, O_RDWR);
-      if (s < 0 || ioctl(s, TIOCSCTTY, 0) < 0) goto child_fail;
-      dup2(s, 0); dup2(s, 1); dup2(s, 2);
-      if (s > 2) close(s);
-    } else {
-      dup2(in[0], 0); dup2(out[1], 1); dup2(err[1], 2);
-    }
-    if (q.cwd[0] && chdir(q.cwd) < 0) goto child_fail;
-    environ = envp;
-    execvp(q.argv[0], q.argv);
-  child_fail:;
-    int e = errno;
-    ssize_t unused = write(rep[1], &e, sizeof e);
-    (void)unused;
-    _exit(127);
-  }
+  rc = spawn(&q, envp, tty, slave, in[0], out[1], err[1], &pid, &what);
   free(envp);
-  close(rep[1]);
-  int cerr = 0;
-  ssize_t r;
-  do r = read(rep[0], &cerr, sizeof cerr); while (r < 0 && errno == EINTR);
-  close(rep[0]);
-  if (r == sizeof cerr) { /* exec failed: the child is gone; report why instead of an exit code */
-    waitpid(pid, NULL, 0);
-    send_error(id, cerr, "exec %s failed: %s", q.argv[0], strerror(cerr));
-    if (tty) close(master);
-    else { close(in[0]); close(in[1]); close(out[0]); close(out[1]); close(err[0]); close(err[1]); }
-    free_req(&q);
-    return;
-  }
+  if (rc != 0) { errno = rc; goto fail; }
   struct stream *s = stream_new(id, K_EXEC);
   if (!s) { kill(pid, SIGKILL); errno = EMFILE; what = "stream"; goto fail; }
   s->pid = pid; s->tty = tty;
@@ -144,7 +165,7 @@ void exec_start(uint32_t id, const uint8_t *p, uint32_t n) {
 fail:;
   int e = errno;
   send_error(id, e, "exec %s failed: %s: %s", q.argv[0], what, strerror(e));
-  int fds[] = { master, in[0], in[1], out[0], out[1], err[0], err[1], rep[0], rep[1] };
+  int fds[] = { master, in[0], in[1], out[0], out[1], err[0], err[1] };
   for (size_t i = 0; i < sizeof fds / sizeof fds[0]; i++) if (fds[i] >= 0) close(fds[i]);
   free_req(&q);
 }
