@@ -54,7 +54,7 @@ describe('hostile frames end only their own session', () => {
     const c = new Raw(d.endpoint);
     let x = 12345;
     const junk = Buffer.alloc(65536, 0).map(() => ((x = (x * 1103515245 + 12345) >>> 0) >>> 24));
-    c.send(junk);
+    c.send(Buffer.from(junk));
     expect(await c.hangsUp()).toBe(true);
     await daemonStillServes();
   });
