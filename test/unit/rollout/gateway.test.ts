@@ -21,6 +21,8 @@ async function start(limits = { maxOutstanding: 100, maxPerRollout: 100 }, batch
   gw = await startGatewayServer(svc, blobs, { host: '127.0.0.1', port: 0 });
 }
 
+// eslint-disable-next-line @typescript-eslint/no-explicit-any -- response bodies are checked field by field
+type Json = Record<string, any>;
 let n = 0;
 function req(over: Record<string, unknown> = {}) {
   n++;
@@ -31,8 +33,7 @@ function req(over: Record<string, unknown> = {}) {
 }
 async function post(body: unknown) {
   const res = await fetch(`${gw.url}/v1/infer`, { method: 'POST', body: JSON.stringify(body), headers: { 'content-type': 'application/json' } });
-  return { status: res.status, retryAfter: res.headers.get('retry-after'), // eslint-disable-next-line @typescript-eslint/no-explicit-any -- response bodies are checked field by field below
-    body: (await res.json()) as Record<string, any> };
+  return { status: res.status, retryAfter: res.headers.get('retry-after'), body: (await res.json()) as Json };
 }
 
 beforeEach(async () => {
