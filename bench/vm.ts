@@ -1,0 +1,141 @@
+/**
+ * `npm run bench:vm`: machine lifecycle figures, medians over N runs, each beside a baseline:
+ *  - `smol run -- true` end to end vs raw QEMU booting the same kernel+initramfs to poweroff (no smol)
+ *  - launch → agent ready (service API)
+ *  - exec round trip in a running machine vs the same agent over a host unix socket (no VM)
+ *  - stdout throughput guest → host, cp throughput both ways, host RSS per idle machine
+ * Set BENCH_RUNS (default 5). Uses $SMOL_HOME/$SMOL_ASSETS, or a temp home with the test assets.
+ */
+import { spawn, spawnSync } from 'node:child_process';
+import fs from 'node:fs';
+import os from 'node:os';
+import path from 'node:path';
+import { Writable } from 'node:stream';
+import { AgentClient } from '../src/vm/agent/index.js';
+import { findKernel } from '../src/vm/kernel/index.js';
+import { ensureInitramfs } from '../src/vm/image/index.js';
+import { buildCmdline } from '../src/vm/qemu/cmdline.js';
+import { detectHostTscKhz } from '../src/vm/kernel/tsc.js';
+import { MachineService } from '../src/vm/service.js';
+import { MachineStore } from '../src/vm/registry/machines.js';
+import { openRegistry } from '../src/vm/registry/db.js';
+import { createQemuEngine } from '../src/vm/qemu-engine.js';
+import { execOnChannel } from '../src/vm/exec.js';
+import { buildPaths, dataPaths } from '../src/util/paths.js';
+import { median, percentile, printRows, timeRuns, type Row } from './stats.js';
+
+const RUNS = Number(process.env.BENCH_RUNS ?? 5);
+const root = path.resolve(path.dirname(new URL(import.meta.url).pathname), '..');
+const home = process.env.SMOL_HOME ?? fs.mkdtempSync(path.join(os.tmpdir(), 'smol-bench-'));
+const assets = process.env.SMOL_ASSETS ?? path.join(root, '.smol-test', 'shared');
+process.env.SMOL_HOME = home;
+process.env.SMOL_ASSETS = assets;
+const env = { ...process.env, SMOL_HOME: home, SMOL_ASSETS: assets };
+const kvm = fs.existsSync('/dev/kvm');
+const MiB = 1024 * 1024;
+
+function sink(): Writable & { bytes: number } {
+  const w = new Writable({ write(chunk: Buffer, _e, cb) { (w as unknown as { bytes: number }).bytes += chunk.length; cb(); } }) as Writable & { bytes: number };
+  w.bytes = 0;
+  return w;
+}
+
+async function rawQemuBoot(): Promise<number> {
+  const kernel = (await findKernel(assets))!;
+  const initrd = await ensureInitramfs(assets, kernel);
+  const tsc = await detectHostTscKhz();
+  const cmdline = buildCmdline({ accel: kvm ? 'kvm' : 'tcg', tscKhz: tsc?.khz ?? null, test: { marker: 'bench' } });
+  const t0 = performance.now();
+  spawnSync('qemu-system-x86_64', ['-machine', 'microvm', '-accel', kvm ? 'kvm' : 'tcg', '-m', '256M', '-nodefaults', '-no-user-config',
+    '-display', 'none', '-no-reboot', '-serial', 'null', '-kernel', kernel.vmlinux, '-initrd', initrd.path, '-append', cmdline], { stdio: 'ignore' });
+  return performance.now() - t0;
+}
+
+async function main(): Promise<void> {
+  const rows: Row[] = [];
+  const smol = (args: string[]) => spawnSync(process.execPath, [path.join(root, 'bin/smol'), ...args], { env, stdio: 'ignore' });
+  smol(['run', '--', 'true']); // warm caches (initramfs digest, page cache)
+  const raw = await timeRuns(RUNS, async () => { await rawQemuBoot(); });
+  const run = await timeRuns(RUNS, async () => { smol(['run', '--', 'true']); });
+  rows.push({ metric: 'smol run -- true (end to end)', unit: 'ms', value: median(run), baseline: median(raw), baselineLabel: 'raw QEMU boot→poweroff', target: kvm ? '≤300 (KVM)' : '≤2000 (TCG)' });
+
+  const svc = new MachineService({ home, store: new MachineStore(openRegistry(dataPaths(home).registry)), engine: createQemuEngine(home) });
+  const ready: number[] = [];
+  for (let i = 0; i < RUNS; i++) {
+    const rec = await svc.create({ ...(await import('../src/smolfile/schema.js')).smolfileSchema.parse({}) }, { ephemeral: true });
+    const t0 = performance.now();
+    await svc.start(rec.id);
+    ready.push(performance.now() - t0);
+    await svc.remove(rec.id, { force: true });
+  }
+  rows.push({ metric: 'launch → agent ready', unit: 'ms', value: median(ready), baseline: median(raw), baselineLabel: 'raw QEMU boot→poweroff' });
+
+  // a persistent machine for the steady-state figures
+  const spec = (await import('../src/smolfile/schema.js')).smolfileSchema.parse({});
+  const rec = await svc.create(spec, { name: `bench-${process.pid}` });
+  await svc.start(rec.id);
+  const { ch, release } = await svc.channel(rec.id);
+  const none = { stdin: null, stdout: sink(), stderr: sink() };
+  for (let i = 0; i < 20; i++) await execOnChannel(ch, { argv: ['true'] }, none);
+  const rtt: number[] = [];
+  for (let i = 0; i < 200; i++) {
+    const t0 = performance.now();
+    await execOnChannel(ch, { argv: ['true'] }, none);
+    rtt.push(performance.now() - t0);
+  }
+  // baseline: the same agent binary on the host over a unix socket
+  const sockDir = fs.mkdtempSync(path.join(os.tmpdir(), 'smol-bench-agent-'));
+  const sock = path.join(sockDir, 'a.sock');
+  const agent = spawn(buildPaths.agent, ['--listen', `unix:${sock}`], { stdio: 'ignore' });
+  for (let i = 0; i < 100 && !fs.existsSync(sock); i++) await new Promise((r) => setTimeout(r, 20));
+  const host = await AgentClient.connectUnix(sock);
+  const hostRtt: number[] = [];
+  for (let i = 0; i < 200; i++) {
+    const t0 = performance.now();
+    await host.run({ argv: ['true'] });
+    hostRtt.push(performance.now() - t0);
+  }
+  rows.push({ metric: 'exec round trip (true) p50', unit: 'ms', value: median(rtt), baseline: median(hostRtt), baselineLabel: 'agent on host, unix socket', target: '≤10' });
+  rows.push({ metric: 'exec round trip (true) p99', unit: 'ms', value: percentile(rtt, 99), baseline: percentile(hostRtt, 99), baselineLabel: 'agent on host' });
+
+  const tput = async (c: { exec: typeof ch.exec } | null, size: number) => {
+    const out = sink();
+    const t0 = performance.now();
+    if (c) await execOnChannel(ch, { argv: ['head', '-c', String(size), '/dev/zero'] }, { stdin: null, stdout: out, stderr: sink() });
+    else { const r = host.exec({ argv: ['head', '-c', String(size), '/dev/zero'] }); r.stdin.end(); r.stdout.pipe(out); await r.exit; await new Promise((res) => setImmediate(res)); }
+    return (out.bytes / MiB) / ((performance.now() - t0) / 1000);
+  };
+  const vmT: number[] = [];
+  const hostT: number[] = [];
+  for (let i = 0; i < RUNS; i++) { vmT.push(await tput(ch, 256 * MiB)); hostT.push(await tput(null, 256 * MiB)); }
+  rows.push({ metric: 'stdout guest→host (256 MiB)', unit: 'MiB/s', value: median(vmT), baseline: median(hostT), baselineLabel: 'agent on host', target: '≥100' });
+
+  const file = path.join(sockDir, 'blob');
+  fs.writeFileSync(file, Buffer.alloc(64 * MiB, 1));
+  const putT: number[] = [];
+  const getT: number[] = [];
+  for (let i = 0; i < RUNS; i++) {
+    let t0 = performance.now();
+    await ch.putFile(fs.createReadStream(file), '/tmp/blob', 0o644);
+    putT.push(64 / ((performance.now() - t0) / 1000));
+    t0 = performance.now();
+    const g = await ch.getFile('/tmp/blob');
+    const s = sink();
+    await new Promise<void>((res) => { g.stream.pipe(s); g.stream.on('end', () => res()); });
+    getT.push(64 / ((performance.now() - t0) / 1000));
+  }
+  rows.push({ metric: 'cp host→guest (64 MiB)', unit: 'MiB/s', value: median(putT) });
+  rows.push({ metric: 'cp guest→host (64 MiB)', unit: 'MiB/s', value: median(getT) });
+  ch.close();
+  release();
+  const cur = svc.store.get(rec.id);
+  const rss = Number(/VmRSS:\s+(\d+)/.exec(fs.readFileSync(`/proc/${cur.pid}/status`, 'utf8'))?.[1] ?? 0) / 1024;
+  rows.push({ metric: 'host RSS per idle machine (QEMU)', unit: 'MiB', value: rss, baseline: spec.memory, baselineLabel: 'guest memory size' });
+  await svc.remove(rec.id, { force: true });
+  host.close();
+  agent.kill('SIGKILL');
+  fs.rmSync(sockDir, { recursive: true, force: true });
+  printRows(`bench:vm (${kvm ? 'KVM' : 'TCG'}, ${os.cpus().length} cores, load ${os.loadavg()[0].toFixed(1)}, ${RUNS} runs)`, rows);
+}
+
+main().catch((e) => { console.error(e); process.exit(1); });
