@@ -60,6 +60,7 @@ fi
 
 if t=$(arg smol.test); then
   echo "SMOL_MARKER_BEGIN $t"
+  echo "uptime: $(cut -d' ' -f1 /proc/uptime)"
   echo "net: $(ls /sys/class/net | tr '\\n' ' ')"
   echo "routes: $(ip route | tr '\\n' ';')"
   echo "ports: $(ls /dev/virtio-ports 2>/dev/null | tr '\\n' ' ')"

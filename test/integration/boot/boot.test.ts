@@ -61,7 +61,8 @@ const median = (xs: number[]) => [...xs].sort((a, b) => a - b)[Math.floor(xs.len
 describe('booting microVMs', () => {
   it('boots the kernel and initramfs to /init with the channel port and no NIC', async () => {
     const { facts, ms, r } = await bootToMarker();
-    console.log(`launch→marker ${ms.toFixed(0)} ms (${backend.accel}) cmdline: ${r.cmdline}`);
+    console.log(`launch→marker ${ms.toFixed(0)} ms, guest uptime at marker ${facts.uptime} s (${backend.accel}) cmdline: ${r.cmdline}`);
+    expect(Number(facts.uptime)).toBeGreaterThan(0);
     expect(facts.net.split(' ')).toEqual(['lo']);
     expect(facts.routes).toBe('');
     expect(facts.ports.split(' ')).toEqual(['smol.0']);
