@@ -76,9 +76,17 @@ export async function ensureKernel(home: string, opts: EnsureKernelOptions = {})
 
 /** The meta package only depends on the real, versioned image package; that one holds the kernel. */
 async function resolvePackage(): Promise<{ pkg: string; version: string }> {
-  const dep = await run('apt-cache', ['depends', KERNEL_META_PACKAGE], { allowFailure: true });
-  const pkg = /Depends:\s*(linux-image-[^\s]+)/.exec(dep.stdout)?.[1];
-  if (dep.exitCode !== 0 || !pkg) {
+  const lookup = async () => {
+    const dep = await run('apt-cache', ['depends', KERNEL_META_PACKAGE], { allowFailure: true });
+    return dep.exitCode === 0 ? /Depends:\s*(linux-image-[^\s]+)/.exec(dep.stdout)?.[1] : undefined;
+  };
+  let pkg = await lookup();
+  // a fresh container often has no package lists yet; as root we can fetch them
+  if (!pkg && process.getuid?.() === 0) {
+    await run('apt-get', ['update', '-qq'], { allowFailure: true, timeoutMs: 300_000 });
+    pkg = await lookup();
+  }
+  if (!pkg) {
     throw new PrerequisiteError(`cannot resolve ${KERNEL_META_PACKAGE} from the Debian archive`, { hint: 'Run `apt-get update` (as root) so apt knows the package, then `smol setup` again.' });
   }
   const pol = await run('apt-cache', ['policy', pkg], { allowFailure: true });
