@@ -77,6 +77,11 @@ async function runGpu(ctx: ExecContext, stage: GpuStage, c: Claim, budget: numbe
         await sleep(err.retryAfterMs ?? 1000, signal);
         continue;
       }
+      // gateway down or restarting (connection refused/reset): not the item's fault, so wait within this attempt
+      if (!(err instanceof GatewayError) && Date.now() + 500 < until) {
+        await sleep(500, signal);
+        continue;
+      }
       const retryable = !(err instanceof GatewayError) || err.status >= 500 || err.status === 429;
       return { ok: false, error: `inference failed: ${(err as Error).message}`, retryable };
     }
