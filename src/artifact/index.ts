@@ -7,3 +7,4 @@ export { generateKeyPair, loadPrivateKey, loadPublicKey, keyId, type KeyPairFile
 export { artifactManifestSchema, canResume, hostArch, FORMAT_VERSION, type ArtifactManifest, type ArtifactEntry, type EntryKind, type ResumeState, type HostQemu } from './manifest.js';
 export { setMachineSource, getMachineSource, type MachineSource, type ResolvedSource } from './source.js';
 export { pushArtifact, pullArtifact, parseRef, ARTIFACT_TYPE, LAYER_MEDIA_TYPE, type PushResult, type PullResult, type OciRef } from './oci.js';
+export { prepareFromArtifact, type PrepareOptions, type PreparedArtifact } from './prepare.js';

@@ -2,7 +2,7 @@ import { randomBytes } from 'node:crypto';
 import { open, readFile, stat, writeFile } from 'node:fs/promises';
 import path from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { canResume, extractArtifact, packArtifact, type ArtifactManifest } from '../../../src/artifact/index.js';
+import { canResume, extractArtifact, packArtifact, prepareFromArtifact, type ArtifactManifest } from '../../../src/artifact/index.js';
 import { makeInputs, tempDir, type Inputs } from './helpers.js';
 
 const resume = { qemuVersion: '7.2.22', qemuBuild: 'sha256:abc', accelerator: 'tcg' as const, cpuModel: 'max', machineType: 'microvm' };
@@ -56,5 +56,16 @@ describe('memory-carrying artifacts', () => {
     expect(canResume(manifest, { ...host, accelerator: 'kvm' })).toEqual({ ok: false, reason: 'saved state needs accelerator tcg, this host has kvm' });
     expect(canResume(manifest, { ...host, qemuBuild: 'sha256:def' })).toMatchObject({ ok: false, reason: expect.stringMatching(/QEMU build/) });
     expect(canResume({ ...manifest, resume: undefined }, host)).toEqual({ ok: false, reason: 'the artifact carries no memory state' });
+  });
+
+  it('prepareFromArtifact resumes on a matching host and cold-boots with a notice elsewhere', async () => {
+    const cacheDir = path.join(dir, 'cache');
+    const host = { qemuBuild: 'sha256:abc', accelerator: 'tcg' as const, cpuModel: 'max', machineType: 'microvm' };
+    const warm = await prepareFromArtifact(out, { cacheDir, host });
+    expect(warm).toMatchObject({ resume: true, extracted: true });
+    expect(warm.notice).toBeUndefined();
+    const cold = await prepareFromArtifact(out, { cacheDir, host: { ...host, accelerator: 'kvm' } });
+    expect(cold).toMatchObject({ resume: false, extracted: false, dir: warm.dir });
+    expect(cold.notice).toMatch(/cold-booting .*saved state needs accelerator tcg, this host has kvm/);
   });
 });
