@@ -12,6 +12,7 @@ import { writeCpio } from './cpio.js';
 import { digestOf, fileDigest } from './digest.js';
 import { AGENT_GUEST_PATH, INIT_SCRIPT, MODULE_LIST_PATH } from './init-script.js';
 import { BUSYBOX, writeBusyboxTree } from './tree.js';
+import { sweepStaleTemps } from './tmp.js';
 
 /** Bump when the layout changes in a way the input digest cannot see. */
 const BUILDER_VERSION = 'initramfs-1';
@@ -36,6 +37,7 @@ export async function ensureInitramfs(home: string, kernel: KernelInfo, opts: In
   const out = path.join(dir, `${digest.slice(0, 32)}.cpio`);
   if (await existing(out)) return { path: out, digest, hasAgent: !!agent };
   await mkdir(dir, { recursive: true });
+  await sweepStaleTemps(dir);
   const tmp = await mkdtemp(path.join(dir, '.tmp-'));
   try {
     const root = path.join(tmp, 'root');

@@ -12,6 +12,7 @@ import { buildExt4Qcow2 } from './ext4.js';
 import { applyLayer } from './layers.js';
 import { unpackImageTarball, type ImageRunConfig } from './tarball.js';
 import { BUSYBOX, writeBusyboxTree } from './tree.js';
+import { sweepStaleTemps } from './tmp.js';
 
 const BUILDER_VERSION = 'disk-1';
 
@@ -91,6 +92,7 @@ async function cached(home: string, id: string, kind: ImageKind, source: string,
   const meta = await readFile(metaPath, 'utf8').catch(() => null);
   if (meta) return { ...(JSON.parse(meta) as Omit<ResolvedImage, 'basePath'>), basePath: path.join(dir, 'base.qcow2') };
   await mkdir(dataPaths(home).images, { recursive: true }).catch((e) => { throw mapFsError(e, 'creating the image cache'); });
+  await sweepStaleTemps(dataPaths(home).images);
   const tmp = await mkdtemp(path.join(dataPaths(home).images, '.tmp-'));
   try {
     log?.(`building image ${id} from ${source}`);

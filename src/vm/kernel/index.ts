@@ -10,6 +10,7 @@ import { dataPaths } from '../../util/paths.js';
 import { PrerequisiteError, mapFsError } from '../../errors/index.js';
 import { extractVmlinux } from './vmlinux.js';
 import { GUEST_MODULES, loadOrder, parseModulesDep } from './modules.js';
+import { sweepStaleTemps } from '../image/tmp.js';
 
 export { detectHostTscKhz, type TscReading } from './tsc.js';
 export { GUEST_MODULES } from './modules.js';
@@ -96,6 +97,7 @@ async function resolvePackage(): Promise<{ pkg: string; version: string }> {
 
 async function buildKernelDir(root: string, dir: string, pkg: string, version: string, release: string): Promise<void> {
   await mkdir(root, { recursive: true }).catch((e) => { throw mapFsError(e, 'creating kernel directory'); });
+  await sweepStaleTemps(root);
   const tmp = await mkdtemp(path.join(root, '.tmp-'));
   try {
     const dl = await run('apt-get', ['download', `${pkg}=${version}`], { cwd: tmp, allowFailure: true, timeoutMs: 300_000 });
