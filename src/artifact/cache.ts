@@ -5,7 +5,7 @@
  * never the (possibly since altered) file's.
  */
 import type { KeyObject } from 'node:crypto';
-import { mkdir, open, readFile, stat, unlink } from 'node:fs/promises';
+import { mkdir, open, readdir, readFile, rm, stat, unlink } from 'node:fs/promises';
 import path from 'node:path';
 import { ConflictError } from '../errors/index.js';
 import { dataPaths } from '../util/paths.js';
@@ -93,6 +93,9 @@ export async function ensureExtracted(file: string, cacheDir: string, opts: Ensu
   return withLock(`${dir}.lock`, opts.lockTimeoutMs ?? 10 * 60_000, async () => {
     const again = await hit(file, dir, trusted);
     if (again) return again;
+    // holding the lock, any temp dir for this digest is from an extraction that was killed: clear it
+    const stale = `.${key}.tmp-`;
+    for (const n of await readdir(path.dirname(dir))) if (n.startsWith(stale)) await rm(path.join(path.dirname(dir), n), { recursive: true, force: true });
     const r = await extractArtifact(file, dir, { ...opts, publicKey: trusted });
     if (r.digest !== key) throw new ArtifactError(`artifact ${file} changed while it was being extracted`, { where: file });
     return { ...r, extracted: true };

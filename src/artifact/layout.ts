@@ -91,16 +91,21 @@ export async function readLayout(fh: FileHandle, where: string): Promise<Layout>
   return { ...head, members };
 }
 
+/** SHA-256 of a byte range; the next read is in flight (libuv thread) while this chunk is hashed (main thread). */
 export async function hashRange(fh: FileHandle, start: number, length: number, onChunk?: (n: number) => void): Promise<Buffer> {
   const h = createHash('sha256');
-  const chunk = Buffer.allocUnsafe(Math.min(4 << 20, Math.max(length, 1)));
-  let pos = start;
+  const size = Math.min(4 << 20, Math.max(length, 1));
+  const bufs = [Buffer.allocUnsafe(size), Buffer.allocUnsafe(size)];
   const end = start + length;
-  while (pos < end) {
-    const { bytesRead } = await fh.read(chunk, 0, Math.min(chunk.length, end - pos), pos);
+  const readAtPos = (buf: Buffer, pos: number) => fh.read(buf, 0, Math.min(size, end - pos), pos);
+  let pos = start;
+  let pending = pos < end ? readAtPos(bufs[0], pos) : null;
+  for (let i = 0; pending; i++) {
+    const { bytesRead, buffer } = await pending;
     if (bytesRead === 0) throw new ArtifactError(`truncated: file ends at ${pos}, inside a range that should reach ${end}`);
-    h.update(chunk.subarray(0, bytesRead));
     pos += bytesRead;
+    pending = pos < end ? readAtPos(bufs[(i + 1) % 2], pos) : null;
+    h.update(buffer.subarray(0, bytesRead));
     onChunk?.(bytesRead);
   }
   return h.digest();

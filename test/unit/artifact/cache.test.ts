@@ -36,6 +36,7 @@ describe('ensureExtracted', () => {
     const dead = Number((await run('sh', ['-c', 'sh -c "echo \\$\\$"'])).stdout.trim());
     await run('mkdir', ['-p', cache]);
     await writeFile(path.join(cache, `${digest}.lock`), String(dead));
+    await run('mkdir', ['-p', path.join(cache, `.${digest}.tmp-${dead}-0badf00d`)]); // an extraction killed midway
     const r = await ensureExtracted(file, cache, { lockTimeoutMs: 5_000 });
     expect(r.extracted).toBe(true);
     expect(await readdir(cache)).toEqual([digest]);
