@@ -44,7 +44,8 @@ struct forward { char *name, *path; int fd; };
 struct agent {
   int chan;            /* connected host channel, -1 when none */
   int handshaken;
-  int deaf;            /* after a protocol error on a serial port: ignore input until the host reconnects */
+  int hostless;        /* the channel reported no host (read 0 / POLLHUP); on a vport this can be a blip */
+  int resync;          /* after a protocol error: discard input until a host HELLO (found by its magic) */
   uint32_t host_window;/* initial credit the host grants per guest->host channel */
   struct buf out, in;
   struct stream *streams[MAX_STREAMS];
@@ -67,6 +68,7 @@ ssize_t send_from_fd(uint32_t id, uint8_t ch, int fd, uint32_t max);
 void flush_out(void);
 void handle_input(void);
 void session_reset(void);
+long find_hello(const uint8_t *p, size_t n);
 void session_reset_streams(void);
 void protocol_error(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
 struct stream *stream_find(uint32_t id);

@@ -71,7 +71,7 @@ ssize_t send_from_fd(uint32_t id, uint8_t ch, int fd, uint32_t max) {
   return r;
 }
 
-int out_has_room(void) { return g.chan >= 0 && !g.deaf && buf_used(&g.out) < OUT_HIGH; }
+int out_has_room(void) { return g.chan >= 0 && !g.hostless && !g.resync && buf_used(&g.out) < OUT_HIGH; }
 
 void flush_out(void) {
   while (g.chan >= 0 && buf_used(&g.out) > 0) {
@@ -171,6 +171,7 @@ void stream_drain_in(struct stream *s) {
 void session_reset(void) {
   session_reset_streams();
   g.in.off = g.in.len = 0;
+  g.resync = 0;
 }
 
 /* Ends every stream and forgets the host, but keeps unparsed input (a HELLO may be followed by more frames). */
@@ -193,25 +194,27 @@ void protocol_error(const char *fmt, ...) {
   vsnprintf(msg, sizeof msg, fmt, ap);
   va_end(ap);
   logmsg("protocol error: %s", msg);
-  session_reset();
+  session_reset_streams();
   send_error(0, ERR_PROTOCOL, "protocol error: %s", msg);
-  g.deaf = 1; /* main.c closes socket connections; a serial port waits for the host to reconnect */
+  g.resync = 1; /* main.c closes socket connections; a serial port scans for the next HELLO */
 }
 
 static void hello(const uint8_t *p, uint32_t n) {
-  if (n < 16) { protocol_error("short HELLO"); return; }
+  if (n < HELLO_MIN || memcmp(p, HELLO_MAGIC, 4) != 0) { protocol_error("malformed HELLO"); return; }
   if (g.handshaken) session_reset_streams(); /* a new host on the same byte stream */
+  p += 4;
   uint32_t max = rd32(p + 8);
   g.host_window = rd32(p + 12);
   if (max < 65536 || g.host_window == 0) { protocol_error("HELLO: bad limits"); return; }
   if (g.host_window > (1u << 30)) g.host_window = 1u << 30;
   static const char name[] = "smol-agent " "1";
-  uint8_t r[16 + sizeof name - 1];
-  wr32(r, PROTO_VERSION);
-  wr32(r + 4, CAP_TTY | CAP_FILES | CAP_FORWARD | CAP_CONFIGURE);
-  wr32(r + 8, MAX_PAYLOAD);
-  wr32(r + 12, AGENT_WINDOW);
-  memcpy(r + 16, name, sizeof name - 1);
+  uint8_t r[HELLO_MIN + sizeof name - 1];
+  memcpy(r, HELLO_MAGIC, 4);
+  wr32(r + 4, PROTO_VERSION);
+  wr32(r + 8, CAP_TTY | CAP_FILES | CAP_FORWARD | CAP_CONFIGURE);
+  wr32(r + 12, MAX_PAYLOAD);
+  wr32(r + 16, AGENT_WINDOW);
+  memcpy(r + 20, name, sizeof name - 1);
   send_frame(T_HELLO, 0, 0, r, sizeof r);
   g.handshaken = 1;
 }
@@ -282,28 +285,53 @@ static void dispatch(uint8_t type, uint8_t flags, uint32_t id, const uint8_t *p,
   }
 }
 
-/* Reads what the channel has and dispatches every complete frame. */
+/* Offset of the first plausible HELLO frame (header for stream 0 plus the magic), or -1. */
+long find_hello(const uint8_t *p, size_t n) {
+  for (size_t i = 0; i + HDR_LEN + 4 <= n; i++) {
+    const uint8_t *h = p + i;
+    uint32_t len = rd32(h);
+    if (h[4] == T_HELLO && h[5] == 0 && rd16(h + 6) == 0 && rd32(h + 8) == 0 && len >= HELLO_MIN &&
+        len <= HELLO_MIN + 256 && memcmp(h + HDR_LEN, HELLO_MAGIC, 4) == 0)
+      return (long)i;
+  }
+  return -1;
+}
+
+static void parse_input(void) {
+  for (;;) {
+    if (g.resync) {
+      long at = find_hello(g.in.p + g.in.off, buf_used(&g.in));
+      if (at < 0) { /* keep a tail that may be the start of a HELLO */
+        size_t keep = buf_used(&g.in) < HDR_LEN + 3 ? buf_used(&g.in) : HDR_LEN + 3;
+        buf_consume(&g.in, buf_used(&g.in) - keep);
+        return;
+      }
+      buf_consume(&g.in, at);
+      g.resync = 0;
+    }
+    if (buf_used(&g.in) < HDR_LEN) break;
+    const uint8_t *h = g.in.p + g.in.off;
+    uint32_t n = rd32(h);
+    if (n > MAX_PAYLOAD) { buf_consume(&g.in, 1); protocol_error("payload of %u bytes exceeds the limit", n); continue; }
+    if (h[4] == 0 || h[4] > T_LAST) { buf_consume(&g.in, 1); protocol_error("unknown frame type %u", h[4]); continue; }
+    if (rd16(h + 6) != 0) { buf_consume(&g.in, 1); protocol_error("reserved header bits set"); continue; }
+    if (buf_used(&g.in) < HDR_LEN + n) break;
+    buf_consume(&g.in, HDR_LEN + n); /* the bytes stay in place until the next read */
+    dispatch(h[4], h[5], rd32(h + 8), h + HDR_LEN, n);
+  }
+}
+
+/* Reads what the channel has and dispatches every complete frame. Sets hostless on EOF. */
 void handle_input(void) {
   for (int reads = 0; reads < 64; reads++) { /* a vport read returns one small buffer: keep going until EAGAIN */
     buf_reserve(&g.in, HDR_LEN + MAX_PAYLOAD);
     ssize_t r = read(g.chan, g.in.p + g.in.len, g.in.cap - g.in.len);
     if (r < 0 && errno == EINTR) continue;
-    if (r < 0 && errno == EAGAIN) return;
-    if (r <= 0) { session_reset(); g.deaf = 2; return; } /* 2: the host went away */
-    if (g.deaf) { g.in.off = g.in.len = 0; continue; }
+    if (r < 0 && errno == EAGAIN) { g.hostless = 0; return; }
+    if (r <= 0) { g.hostless = 1; return; }
+    g.hostless = 0;
     g.in.len += r;
-    while (buf_used(&g.in) >= HDR_LEN && !g.deaf) {
-      const uint8_t *h = g.in.p + g.in.off;
-      uint32_t n = rd32(h);
-      if (n > MAX_PAYLOAD) { protocol_error("payload of %u bytes exceeds the limit", n); break; }
-      if (h[4] == 0 || h[4] > T_LAST) { protocol_error("unknown frame type %u", h[4]); break; }
-      if (rd16(h + 6) != 0) { protocol_error("reserved header bits set"); break; }
-      if (buf_used(&g.in) < HDR_LEN + n) break;
-      g.in.off += HDR_LEN + n; /* consume first: dispatch may reset the buffer */
-      dispatch(h[4], h[5], rd32(h + 8), h + HDR_LEN, n);
-    }
-    if (g.deaf) { g.in.off = g.in.len = 0; return; }
-    if (g.in.off == g.in.len) g.in.off = g.in.len = 0;
+    parse_input();
   }
 }
 

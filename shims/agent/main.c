@@ -16,6 +16,7 @@
 #include <sys/socket.h>
 #include <sys/un.h>
 #include <sys/wait.h>
+#include <time.h>
 #include <linux/vm_sockets.h>
 #include <unistd.h>
 #include "agent.h"
@@ -94,18 +95,33 @@ static void set_chan(int fd) {
   setsockopt(fd, SOL_SOCKET, SO_SNDBUF, &sz, sizeof sz); /* fails harmlessly on a vport */
   setsockopt(fd, SOL_SOCKET, SO_RCVBUF, &sz, sizeof sz);
   g.chan = fd;
-  g.deaf = 0;
+  g.hostless = g.resync = 0;
 }
 
-/* The host went away (deaf 2) or broke the protocol (deaf 1). */
+/* A socket host went away or broke the protocol. (A vport stays open: see the main loop.) */
 static void drop_host(void) {
-  if (g.deaf == 1) flush_out(); /* best effort: tell the host why */
+  if (g.resync) flush_out(); /* best effort: tell the host why */
   session_reset();
   if (mode == M_CONNECT) exit(0);
-  if (mode == M_PORT) return; /* the port stays open: discard input until the host reconnects */
   close(g.chan);
   g.chan = -1;
-  g.deaf = 0;
+  g.hostless = g.resync = 0;
+}
+
+static long now_ms(void) {
+  struct timespec ts;
+  clock_gettime(CLOCK_MONOTONIC, &ts);
+  return ts.tv_sec * 1000L + ts.tv_nsec / 1000000L;
+}
+
+/* O_ASYNC only while waiting for a host, so connected traffic raises no signals. */
+static void set_async(int on) {
+  static int cur = 0;
+  if (cur == on) return;
+  cur = on;
+  fcntl(g.chan, F_SETOWN, getpid());
+  int fl = fcntl(g.chan, F_GETFL);
+  fcntl(g.chan, F_SETFL, on ? fl | O_ASYNC : fl & ~O_ASYNC);
 }
 
 static void reap(int sfd) {
@@ -158,6 +174,7 @@ int main(int argc, char **argv) {
   sigset_t mask;
   sigemptyset(&mask);
   sigaddset(&mask, SIGCHLD);
+  sigaddset(&mask, SIGIO); /* a vport signals host (dis)connection with SIGIO */
   sigprocmask(SIG_BLOCK, &mask, NULL);
   int sfd = signalfd(-1, &mask, SFD_NONBLOCK | SFD_CLOEXEC);
 
@@ -176,12 +193,26 @@ int main(int argc, char **argv) {
 
   struct pollfd pf[3 + MAX_FORWARDS + 3 * MAX_STREAMS];
   struct slot sl[3 + MAX_FORWARDS + 3 * MAX_STREAMS];
+  long hostless_since = 0;
   for (;;) {
-    flush_out();
+    if (g.chan >= 0 && mode != M_PORT && (g.hostless || g.resync)) drop_host();
+    if (!g.hostless) flush_out();
     int n = 0, timeout = -1;
     pf[n] = (struct pollfd){ sfd, POLLIN, 0 }; sl[n++] = (struct slot){ TG_SIG, 0, 0 };
-    if (g.chan >= 0 && g.deaf == 2) timeout = 50; /* serial port without a host: poll it by hand */
-    else if (g.chan >= 0) {
+    if (g.chan >= 0 && g.hostless) {
+      /* A vport without a host polls POLLHUP forever, so wait for SIGIO (host connected) or a timer. The
+       * port can also look hostless for a moment while a new host's data is already there: keep the
+       * session for a grace period, then end it. */
+      if (!hostless_since) hostless_since = now_ms();
+      long idle = now_ms() - hostless_since;
+      if (idle >= 2000 && (g.handshaken || g.nstreams)) {
+        session_reset();
+        g.resync = 1; /* a stale partial frame must not swallow the next host's HELLO */
+      }
+      timeout = idle < 2000 ? (int)(2000 - idle) : 1000;
+      set_async(1);
+    } else if (g.chan >= 0) {
+      hostless_since = 0;
       pf[n] = (struct pollfd){ g.chan, POLLIN | (buf_used(&g.out) ? POLLOUT : 0), 0 };
       sl[n++] = (struct slot){ TG_CHAN, 0, 0 };
     } else if (listen_fd >= 0) {
@@ -202,20 +233,18 @@ int main(int argc, char **argv) {
     }
     int r = poll(pf, n, timeout);
     if (r < 0 && errno != EINTR) { logmsg("poll: %s", strerror(errno)); return 70; }
-    if (g.chan >= 0 && g.deaf == 2) { g.deaf = 0; handle_input(); } /* read()==0 puts it back to 2 */
+    if (g.chan >= 0 && g.hostless) {
+      handle_input();
+      if (!g.hostless) set_async(0);
+    }
     for (int i = 0; i < n && r > 0; i++) {
       if (!pf[i].revents) continue;
       struct slot *t = &sl[i];
       if (t->tag == TG_SIG) reap(sfd);
       else if (t->tag == TG_CHAN) {
         if (pf[i].revents & POLLOUT) flush_out();
-        if ((pf[i].revents & (POLLHUP | POLLERR)) && !(pf[i].revents & POLLIN) && mode == M_PORT) {
-          session_reset(); /* no host on the port: POLLHUP would spin, so poll by hand */
-          g.deaf = 2;
-        } else if (pf[i].revents & (POLLIN | POLLHUP | POLLERR)) {
-          handle_input();
-          if (g.deaf) drop_host();
-        }
+        if ((pf[i].revents & (POLLHUP | POLLERR)) && !(pf[i].revents & POLLIN) && mode == M_PORT) g.hostless = 1;
+        else if (pf[i].revents & (POLLIN | POLLHUP | POLLERR)) handle_input();
       } else if (t->tag == TG_LISTEN) {
         int c = accept4(listen_fd, NULL, NULL, SOCK_CLOEXEC);
         if (c >= 0) set_chan(c);

@@ -9,14 +9,14 @@ import net from 'node:net';
 import type { Duplex, Readable } from 'node:stream';
 import { pipeline } from 'node:stream/promises';
 import { GuestChannelError } from '../../errors/index.js';
-import { encodeHeader, FrameDecoder, ProtocolError, type Frame } from './codec.js';
+import { encodeHeader, findHello, FrameDecoder, ProtocolError, type Frame } from './codec.js';
 import { ExecSession } from './exec-session.js';
 import { GetHandler, PutHandler, type GuestFile } from './file-transfer.js';
 import type { ChannelPort, StreamHandler } from './flow.js';
 import { ForwardedStream } from './forward.js';
 import { quiet } from './guest-errors.js';
 import { decodeError, decodeHello, encodeConfigure, encodeExec, encodeGet, encodeHello, encodePut, type ConfigureRequest, type ExecRequest, type Hello } from './payloads.js';
-import { Capability, FrameType, GUEST_STREAM_BIT, HOST_WINDOW, MAX_PAYLOAD, PROTOCOL_VERSION, PutFlag, ShutdownFlag } from './protocol.js';
+import { Capability, FrameType, GUEST_STREAM_BIT, HEADER_LENGTH, HELLO_MAGIC, HOST_WINDOW, MAX_PAYLOAD, PROTOCOL_VERSION, PutFlag, ShutdownFlag } from './protocol.js';
 import { SimpleHandler } from './simple-handler.js';
 
 export interface ConnectOptions {
@@ -54,6 +54,9 @@ export class AgentClient {
   private failure: GuestChannelError | undefined;
   private corked = false;
   private drainWaiters: Array<() => void> = [];
+  private preamble = Buffer.alloc(0);
+  private skipped = 0;
+  private helloFound = false;
   private onHello: ((h: Hello) => void) | undefined;
   private resolveClosed!: (e: GuestChannelError) => void;
   private readonly label: string;
@@ -236,6 +239,11 @@ export class AgentClient {
 
   private receive(chunk: Buffer): void {
     if (this.failure) return;
+    if (!this.helloFound) {
+      const c = this.skipToHello(chunk);
+      if (!c) return;
+      chunk = c;
+    }
     try {
       for (const f of this.decoder.push(chunk)) {
         this.dispatch(f);
@@ -245,6 +253,23 @@ export class AgentClient {
       const why = err instanceof ProtocolError ? err.message : `unexpected error (${(err as Error).message})`;
       this.fail(`${this.label}: malformed frame from the guest: ${why}`, err);
     }
+  }
+
+  /** Before the handshake, drops bytes a serial port kept from an earlier host, up to the agent's HELLO. */
+  private skipToHello(chunk: Buffer): Buffer | undefined {
+    const buf = this.preamble.length ? Buffer.concat([this.preamble, chunk]) : chunk;
+    const at = findHello(buf);
+    if (at >= 0) {
+      this.preamble = Buffer.alloc(0);
+      this.skipped += at;
+      this.helloFound = true;
+      return buf.subarray(at);
+    }
+    const keep = Math.min(buf.length, HEADER_LENGTH + HELLO_MAGIC.length - 1);
+    this.skipped += buf.length - keep;
+    this.preamble = Buffer.from(buf.subarray(buf.length - keep));
+    if (this.skipped > MAX_PAYLOAD * 4) this.fail(`${this.label}: no HELLO from the agent in the first ${this.skipped} bytes`);
+    return undefined;
   }
 
   private dispatch(f: Frame): void {

@@ -2,7 +2,7 @@
  * Frame codec for the agent protocol: pure functions and a streaming decoder, no I/O.
  * Header (12 bytes, little-endian): u32 payload length, u8 type, u8 flags, u16 reserved (0), u32 stream.
  */
-import { HEADER_LENGTH, LAST_FRAME_TYPE, MAX_PAYLOAD } from './protocol.js';
+import { FrameType, HEADER_LENGTH, HELLO_MAGIC, HELLO_MIN, LAST_FRAME_TYPE, MAX_PAYLOAD } from './protocol.js';
 
 export interface Frame {
   type: number;
@@ -109,4 +109,17 @@ export class FrameDecoder {
     }
     return out;
   }
+}
+
+/**
+ * Offset of the first plausible HELLO frame in buf (a stream-0 HELLO header followed by the magic), or -1.
+ * Before the handshake a serial port may still deliver bytes meant for a previous host; they are skipped.
+ */
+export function findHello(buf: Buffer): number {
+  for (let i = buf.indexOf(HELLO_MAGIC, HEADER_LENGTH); i >= 0; i = buf.indexOf(HELLO_MAGIC, i + 1)) {
+    const h = i - HEADER_LENGTH;
+    const len = buf.readUInt32LE(h);
+    if (buf[h + 4] === FrameType.hello && buf[h + 5] === 0 && buf.readUInt16LE(h + 6) === 0 && buf.readUInt32LE(h + 8) === 0 && len >= HELLO_MIN && len <= HELLO_MIN + 256) return h;
+  }
+  return -1;
 }

@@ -1,5 +1,5 @@
 /** Payload layouts of the agent protocol (docs/agent-protocol.md §Frames). Decoders validate lengths. */
-import { ConfigureKey, ExecFlag } from './protocol.js';
+import { ConfigureKey, ExecFlag, HELLO_MAGIC, HELLO_MIN } from './protocol.js';
 import { ProtocolError } from './codec.js';
 
 export interface Hello {
@@ -10,25 +10,28 @@ export interface Hello {
   name: string;
 }
 
+/** "SMOL", u32 version, u32 capabilities, u32 max payload, u32 initial window, UTF-8 name. */
 export function encodeHello(h: Hello): Buffer {
   const name = Buffer.from(h.name);
-  const b = Buffer.allocUnsafe(16 + name.length);
-  b.writeUInt32LE(h.version, 0);
-  b.writeUInt32LE(h.capabilities, 4);
-  b.writeUInt32LE(h.maxPayload, 8);
-  b.writeUInt32LE(h.window, 12);
-  name.copy(b, 16);
+  const b = Buffer.allocUnsafe(HELLO_MIN + name.length);
+  HELLO_MAGIC.copy(b, 0);
+  b.writeUInt32LE(h.version, 4);
+  b.writeUInt32LE(h.capabilities, 8);
+  b.writeUInt32LE(h.maxPayload, 12);
+  b.writeUInt32LE(h.window, 16);
+  name.copy(b, HELLO_MIN);
   return b;
 }
 
 export function decodeHello(p: Buffer): Hello {
-  need(p, 16, 'HELLO');
+  need(p, HELLO_MIN, 'HELLO');
+  if (!p.subarray(0, 4).equals(HELLO_MAGIC)) throw new ProtocolError('HELLO without the SMOL magic');
   return {
-    version: p.readUInt32LE(0),
-    capabilities: p.readUInt32LE(4),
-    maxPayload: p.readUInt32LE(8),
-    window: p.readUInt32LE(12),
-    name: p.subarray(16).toString('utf8'),
+    version: p.readUInt32LE(4),
+    capabilities: p.readUInt32LE(8),
+    maxPayload: p.readUInt32LE(12),
+    window: p.readUInt32LE(16),
+    name: p.subarray(HELLO_MIN).toString('utf8'),
   };
 }
 

@@ -8,6 +8,9 @@ export const HEADER_LENGTH = 12;
 export const MAX_PAYLOAD = 256 * 1024;
 /** Stream ids the guest allocates (forwarded connections) have this bit set. */
 export const GUEST_STREAM_BIT = 0x8000_0000;
+/** HELLO payloads start with this, so each side can find the peer's HELLO after stale bytes (a serial port keeps them). */
+export const HELLO_MAGIC = Buffer.from('SMOL');
+export const HELLO_MIN = 20;
 
 export const FrameType = {
   hello: 1,

@@ -48,6 +48,14 @@ export async function startAgent(extraArgs: string[] = [], wrap: string[] = []):
   };
 }
 
-export function connect(agent: RunningAgent, opts: ConnectOptions = {}): Promise<AgentClient> {
-  return AgentClient.connectUnix(agent.socket, { timeoutMs: 5000, ...opts });
+/** Connects, retrying briefly: the socket file appears at bind(), a moment before listen(). */
+export async function connect(agent: RunningAgent, opts: ConnectOptions = {}): Promise<AgentClient> {
+  for (let i = 0; ; i++) {
+    try {
+      return await AgentClient.connectUnix(agent.socket, { timeoutMs: 5000, ...opts });
+    } catch (err) {
+      if (i >= 50 || !/ECONNREFUSED/.test(String((err as Error).message))) throw err;
+      await sleep(20);
+    }
+  }
 }

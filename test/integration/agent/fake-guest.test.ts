@@ -63,8 +63,20 @@ const exitPayload = (code: number) => {
 const started = (id: number) => encodeFrame(FrameType.started, 0, id, Buffer.from([1, 0, 0, 0]));
 
 describe('a misbehaving guest', () => {
-  it('garbage instead of HELLO fails the handshake', async () => {
-    await expect(fakeGuest((sock) => sock.write(Buffer.from('GET / HTTP/1.1\r\nHost: x\r\n\r\n')), { raw: true })).rejects.toBeInstanceOf(GuestChannelError);
+  it('garbage instead of HELLO fails the handshake (after the deadline, or at once past 1 MiB)', async () => {
+    await expect(fakeGuest((sock) => sock.write(Buffer.from('GET / HTTP/1.1\r\nHost: x\r\n\r\n')), { raw: true, timeoutMs: 300 })).rejects.toBeInstanceOf(GuestChannelError);
+    await expect(fakeGuest((sock) => sock.write(Buffer.alloc(2 * 1024 * 1024, 0x41)), { raw: true })).rejects.toThrow(/no HELLO from the agent in the first/);
+  });
+
+  it('skips stale bytes a serial port kept from an earlier host, up to the HELLO', async () => {
+    const stale = Buffer.concat([Buffer.from([7, 0, 0]), encodeFrame(FrameType.exit, 0, 3, exitPayload(0)), Buffer.from('SMOL')]);
+    const client = await fakeGuest((sock) => {
+      // Split inside the HELLO so the scan has to carry a partial header across chunks.
+      const bytes = Buffer.concat([stale, hello()]);
+      sock.write(bytes.subarray(0, stale.length + 7));
+      setTimeout(() => sock.write(bytes.subarray(stale.length + 7)), 20);
+    }, { raw: true });
+    expect(client.hello.name).toBe('fake');
   });
 
   it('a silent guest times out the handshake', async () => {

@@ -1,5 +1,6 @@
 import { describe, expect, it } from 'vitest';
-import { encodeFrame, encodeHeader, FrameDecoder, ProtocolError } from '../../../../src/vm/agent/codec.js';
+import { encodeFrame, encodeHeader, findHello, FrameDecoder, ProtocolError } from '../../../../src/vm/agent/codec.js';
+import { encodeHello } from '../../../../src/vm/agent/payloads.js';
 import { FrameType, HEADER_LENGTH, MAX_PAYLOAD } from '../../../../src/vm/agent/protocol.js';
 
 const frame = (type: number, stream: number, payload: string, flags = 0) => encodeFrame(type, flags, stream, Buffer.from(payload));
@@ -80,5 +81,14 @@ describe('frame codec', () => {
 
   it('refuses to encode an oversize payload', () => {
     expect(() => encodeHeader(FrameType.data, 0, 1, MAX_PAYLOAD + 1)).toThrow(ProtocolError);
+  });
+
+  it('finds a HELLO after stale bytes, and only a real one', () => {
+    const hello = encodeFrame(FrameType.hello, 0, 0, encodeHello({ version: 1, capabilities: 0, maxPayload: MAX_PAYLOAD, window: 1, name: 'x' }));
+    const fakeMagic = encodeFrame(FrameType.data, 1, 5, Buffer.from('SMOL....'));
+    expect(findHello(hello)).toBe(0);
+    expect(findHello(Buffer.concat([fakeMagic, Buffer.from([1, 2, 3]), hello]))).toBe(fakeMagic.length + 3);
+    expect(findHello(fakeMagic)).toBe(-1);
+    expect(findHello(hello.subarray(0, 15))).toBe(-1);
   });
 });

@@ -34,7 +34,8 @@ describe('payload layouts', () => {
     expect(() => decodeExit(Buffer.alloc(7))).toThrow(ProtocolError);
     expect(() => decodeExit(Buffer.alloc(9))).toThrow(ProtocolError);
     expect(() => decodeInfo(Buffer.alloc(11))).toThrow(ProtocolError);
-    expect(() => decodeHello(Buffer.alloc(15))).toThrow(ProtocolError);
+    expect(() => decodeHello(Buffer.alloc(19))).toThrow(ProtocolError);
+    expect(() => decodeHello(Buffer.alloc(24))).toThrow(/magic/);
     expect(() => decodeU32(Buffer.alloc(3), 'WINDOW')).toThrow(/WINDOW/);
     expect(() => decodeError(Buffer.alloc(2))).toThrow(ProtocolError);
   });
