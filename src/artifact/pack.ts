@@ -91,6 +91,9 @@ export async function packArtifact(input: PackInput, onProgress: (p: PackProgres
   const key = o.signKey ? await loadPrivateKey(o.signKey) : undefined;
 
   const out = path.resolve(o.out);
+  if (!(await stat(path.dirname(out)).catch(() => null))?.isDirectory()) {
+    throw new NotFoundError(`output directory ${path.dirname(out)} does not exist`, { where: out });
+  }
   const stage = await mkdtemp(path.join(path.dirname(out), `.${path.basename(out)}.stage-`)).catch((err) => { throw mapFsError(err, `creating a staging directory next to ${out}`); });
   const tmpOut = tempSibling(out);
   try {

@@ -77,6 +77,7 @@ describe('packArtifact', () => {
     await expect(packArtifact({ ...inputs, out })).rejects.toThrow(/already exists/);
     await packArtifact({ ...inputs, out, force: true });
     await expect(packArtifact({ ...inputs, kernel: path.join(dir, 'missing'), out: path.join(dir, 'never.smolmachine') })).rejects.toThrow(/kernel .* does not exist/);
+    await expect(packArtifact({ ...inputs, out: path.join(dir, 'no-such-dir', 'x.smolmachine') })).rejects.toThrow(/output directory .*no-such-dir does not exist/);
     expect((await leftovers(dir)).filter((n) => n.startsWith('.'))).toEqual([]);
   });
 
