@@ -1,4 +1,5 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { existsSync, readFileSync } from 'node:fs';
 import type { Readable } from 'node:stream';
 import { AgentClient } from '../../../src/vm/agent/index.js';
 import { buildAgent, connect, startAgent, type RunningAgent } from './agent-harness.js';
@@ -122,6 +123,18 @@ describe('agent exec over a unix socket', () => {
     s.stdin.write('hello\n');
     await s.exit;
     expect(Buffer.concat(chunks).toString().replace(/\r/g, '')).toContain('44 132\na=hello\n');
+  });
+
+  it('reaps orphaned grandchildren and reports only the exit of the process it started', async () => {
+    const r = await client.run({ argv: ['sh', '-c', 'sleep 1 </dev/null >/dev/null 2>&1 & echo $!; exit 5'] });
+    expect(r.code).toBe(5);
+    const orphan = Number(r.stdout.toString().trim());
+    // Still running and now the agent's child (it is a subreaper), so only the agent can reap it.
+    const ppid = Number(readFileSync(`/proc/${orphan}/stat`, 'utf8').replace(/^.*\) /s, '').split(' ')[1]);
+    expect(ppid).toBe(agent.proc.pid);
+    for (let i = 0; i < 250 && existsSync(`/proc/${orphan}`); i++) await new Promise((res) => setTimeout(res, 20));
+    expect(existsSync(`/proc/${orphan}`)).toBe(false); // gone, not a zombie: the agent reaped it
+    expect((await client.run({ argv: ['true'] })).code).toBe(0);
   });
 
   it('answers pings', async () => {
