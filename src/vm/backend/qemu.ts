@@ -47,7 +47,7 @@ export class QemuBackend implements VmBackend {
     const channel: ChannelSpec = useVsock ? { kind: 'vsock', cid: vsockCid } : { kind: 'serial', socketPaths: channelPaths };
     const cmdline = buildCmdline({
       accel: this.accel, tscKhz: this.o.tscKhz, net: spec.net, root: spec.rootDisk ? 'vda' : null, vsock: useVsock,
-      ports, hostname: spec.hostname, test: spec.testHook, extra: spec.extraCmdline,
+      ports, hostname: spec.hostname, virtiofs: spec.virtiofs, test: spec.testHook, extra: spec.extraCmdline,
     });
     const argv = buildQemuArgs({
       accel: this.accel, kernelPath: spec.kernelPath, initrdPath: spec.initrdPath, cmdline,

@@ -29,6 +29,8 @@ export interface LaunchSpec {
   memoryBackend?: MemoryBackendSpec;
   incomingDefer?: boolean;
   hostname?: string;
+  /** Load the guest's fuse/virtiofs modules (for a vhost-user-fs device passed in by the caller). */
+  virtiofs?: boolean;
   /** TEST ONLY: run /init's marker hook instead of the agent (see image/init-script.ts). */
   testHook?: { marker: string; sleepSeconds?: number };
   extraCmdline?: readonly string[];

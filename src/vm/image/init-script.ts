@@ -6,6 +6,7 @@
  *   smol.root=vda      mount /dev/vda (ext4) and switch_root into it; the agent is copied to /.smol/
  *   smol.vsock=1       the agent listens on vsock port 1024 instead of the virtio-serial port smol.0
  *   smol.ports=N       one agent per virtio-serial port smol.0 … smol.N-1 (smol.0's is PID 1)
+ *   smol.virtiofs=1    load fuse + virtiofs (other optional modules follow smol.net and smol.vsock)
  *   smol.hostname=NAME
  *   smol.test=marker   TEST HOOK ONLY: print facts about the boot between SMOL_MARKER lines, then power off
  *                      (smol.testsleep=N sleeps N guest seconds first, for clock checks)
@@ -30,8 +31,12 @@ arg() { for w in $cmdline; do case "$w" in "$1="*) echo "\${w#*=}"; return 0;; e
 fail() { echo "smol-init: $*" >/dev/console; sleep 1; poweroff -f; }
 
 rel=$(uname -r)
-while read -r m; do
-  insmod "/lib/modules/$rel/$m" || echo "smol-init: insmod $m failed" >/dev/console
+want=" core "
+[ "$(arg smol.net)" = 1 ] && want="$want net "
+[ "$(arg smol.vsock)" = 1 ] && want="$want vsock "
+[ "$(arg smol.virtiofs)" = 1 ] && want="$want virtiofs "
+while read -r g m; do
+  case "$want" in *" $g "*) insmod "/lib/modules/$rel/$m" || echo "smol-init: insmod $m failed" >/dev/console ;; esac
 done < ${MODULE_LIST_PATH}
 
 ip link set lo up

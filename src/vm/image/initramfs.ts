@@ -7,7 +7,7 @@ import { chmod, copyFile, mkdir, mkdtemp, rename, rm, stat, writeFile, cp } from
 import path from 'node:path';
 import { dataPaths, buildPaths } from '../../util/paths.js';
 import { mapFsError } from '../../errors/index.js';
-import type { KernelInfo } from '../kernel/index.js';
+import { moduleGroup, type KernelInfo } from '../kernel/index.js';
 import { writeCpio } from './cpio.js';
 import { digestOf, fileDigest } from './digest.js';
 import { AGENT_GUEST_PATH, INIT_SCRIPT, MODULE_LIST_PATH } from './init-script.js';
@@ -15,7 +15,7 @@ import { BUSYBOX, writeBusyboxTree } from './tree.js';
 import { sweepStaleTemps } from './tmp.js';
 
 /** Bump when the layout changes in a way the input digest cannot see. */
-const BUILDER_VERSION = 'initramfs-1';
+const BUILDER_VERSION = 'initramfs-2';
 
 export interface Initramfs {
   path: string;
@@ -45,7 +45,7 @@ export async function ensureInitramfs(home: string, kernel: KernelInfo, opts: In
     await writeBusyboxTree(root);
     await writeFile(path.join(root, 'init'), INIT_SCRIPT, { mode: 0o755 });
     await mkdir(path.join(root, 'etc/smol'), { recursive: true });
-    await writeFile(path.join(root, MODULE_LIST_PATH), kernel.moduleOrder.join('\n') + '\n');
+    await writeFile(path.join(root, MODULE_LIST_PATH), kernel.moduleOrder.map((m) => `${moduleGroup(m)} ${m}`).join('\n') + '\n');
     await mkdir(path.join(root, 'lib'), { recursive: true });
     const modSrc = path.join(kernel.modulesRoot, 'lib', 'modules', kernel.release);
     await cp(modSrc, path.join(root, 'lib', 'modules', kernel.release), { recursive: true });

@@ -13,7 +13,7 @@ import { GUEST_MODULES, loadOrder, parseModulesDep } from './modules.js';
 import { sweepStaleTemps } from '../image/tmp.js';
 
 export { detectHostTscKhz, type TscReading } from './tsc.js';
-export { GUEST_MODULES } from './modules.js';
+export { GUEST_MODULES, moduleGroup, type ModuleGroup } from './modules.js';
 
 export const KERNEL_META_PACKAGE = 'linux-image-cloud-amd64';
 

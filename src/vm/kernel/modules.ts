@@ -10,6 +10,22 @@ export const GUEST_MODULES = [
   'vmw_vsock_virtio_transport', 'overlay', 'virtiofs',
 ] as const;
 
+/**
+ * Modules only some guests need, by group; /init loads a group only when the cmdline asks for it
+ * (smol.net=1, smol.vsock=1, smol.virtiofs=1). Each insmod costs tens of ms under TCG.
+ */
+const OPTIONAL: Record<string, 'net' | 'vsock' | 'virtiofs'> = {
+  virtio_net: 'net', net_failover: 'net', failover: 'net',
+  vsock: 'vsock', vmw_vsock_virtio_transport_common: 'vsock', vmw_vsock_virtio_transport: 'vsock',
+  fuse: 'virtiofs', virtiofs: 'virtiofs',
+};
+
+export type ModuleGroup = 'core' | 'net' | 'vsock' | 'virtiofs';
+
+export function moduleGroup(relPath: string): ModuleGroup {
+  return OPTIONAL[moduleName(relPath).replace(/-/g, '_')] ?? 'core';
+}
+
 export type DepMap = Map<string, string[]>;
 
 /** modules.dep lines look like `kernel/a/b.ko: kernel/c.ko kernel/d.ko`. */

@@ -13,6 +13,8 @@ export interface CmdlineOptions {
   /** Number of virtio-serial ports (one agent each); 1 when omitted. */
   ports?: number;
   hostname?: string;
+  /** Load fuse + virtiofs in the guest. */
+  virtiofs?: boolean;
   /** Test-only hook in /init (see init-script.ts). */
   test?: { marker: string; sleepSeconds?: number };
   extra?: readonly string[];
@@ -32,6 +34,7 @@ export function buildCmdline(o: CmdlineOptions): string {
   if (o.root) parts.push(`smol.root=${token('root', o.root)}`);
   if (o.vsock) parts.push('smol.vsock=1');
   else if (o.ports && o.ports > 1) parts.push(`smol.ports=${Math.min(31, Math.floor(o.ports))}`);
+  if (o.virtiofs) parts.push('smol.virtiofs=1');
   if (o.hostname) parts.push(`smol.hostname=${token('hostname', o.hostname)}`);
   if (o.test) {
     parts.push(`smol.test=${token('test marker', o.test.marker)}`);

@@ -1,5 +1,5 @@
 import { describe, expect, it } from 'vitest';
-import { loadOrder, moduleName, parseModulesDep } from '../../../../src/vm/kernel/modules.js';
+import { loadOrder, moduleGroup, moduleName, parseModulesDep } from '../../../../src/vm/kernel/modules.js';
 
 // excerpt of modules.dep from Debian's 6.1 cloud kernel, as depmod writes it
 const DEP = `kernel/drivers/virtio/virtio.ko:
@@ -30,5 +30,13 @@ describe('kernel module order', () => {
 
   it('reports roots the kernel does not have', () => {
     expect(loadOrder(parseModulesDep(DEP), ['virtio_mmio', 'nine_p']).missing).toEqual(['nine_p']);
+  });
+
+  it('puts only what every guest needs in the core group', () => {
+    expect(moduleGroup('kernel/drivers/char/virtio_console.ko')).toBe('core');
+    expect(moduleGroup('kernel/drivers/char/hw_random/virtio-rng.ko')).toBe('core');
+    expect(moduleGroup('kernel/net/core/failover.ko')).toBe('net');
+    expect(moduleGroup('kernel/net/vmw_vsock/vmw_vsock_virtio_transport.ko')).toBe('vsock');
+    expect(moduleGroup('kernel/fs/fuse/virtiofs.ko')).toBe('virtiofs');
   });
 });

@@ -18,6 +18,7 @@ describe('buildCmdline', () => {
     const c = buildCmdline({ accel: 'tcg', net: true, root: 'vda', ports: 4, hostname: 'box-1', test: { marker: 'm1', sleepSeconds: 3 } }).split(' ');
     expect(c).toEqual(expect.arrayContaining(['smol.net=1', 'smol.root=vda', 'smol.ports=4', 'smol.hostname=box-1', 'smol.test=m1', 'smol.testsleep=3']));
     expect(buildCmdline({ accel: 'tcg', vsock: true, ports: 4 })).toContain('smol.vsock=1');
+    expect(buildCmdline({ accel: 'tcg', virtiofs: true })).toContain('smol.virtiofs=1');
     expect(buildCmdline({ accel: 'tcg', vsock: true, ports: 4 })).not.toContain('smol.ports');
   });
 
