@@ -9,7 +9,8 @@ const here = path.dirname(new URL(import.meta.url).pathname);
 const smol = (args: string[], env: Record<string, string> = {}) =>
   run(process.execPath, ['--import', 'tsx', path.join(here, 'pack-cli.ts'), 'pack', ...args], { allowFailure: true, env });
 
-describe('smol pack (CLI, as a subprocess)', () => {
+// each case starts several tsx subprocesses (seconds each on a busy 2-core box), hence the long timeout
+describe('smol pack (CLI, as a subprocess)', { timeout: 300_000 }, () => {
   let dir: string;
   let cleanup: () => Promise<void>;
   let inputs: Inputs;
