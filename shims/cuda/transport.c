@@ -67,8 +67,9 @@ static int read_all(void *p, size_t n) {
   return 0;
 }
 
+static int g_exiting;
 static void broken(const char *why) {
-  if (g_state == 1) smol_log("connection to the GPU daemon lost (%s)", why);
+  if (g_state == 1 && !g_exiting) smol_log("connection to the GPU daemon lost (%s)", why);
   if (g_fd >= 0) close(g_fd);
   g_fd = -1; g_state = -1;
 }
@@ -166,7 +167,7 @@ static int connect_endpoint(const char *ep) {
 }
 
 static void after_fork_child(void) { g_fd = -1; g_state = 0; g_wlen = 0; g_conn_ctx = 0; pthread_mutex_init(&g_mu, NULL); }
-static void at_exit(void) { pthread_mutex_lock(&g_mu); if (g_state == 1) flush_locked(); pthread_mutex_unlock(&g_mu); }
+static void at_exit(void) { g_exiting = 1; pthread_mutex_lock(&g_mu); if (g_state == 1) flush_locked(); pthread_mutex_unlock(&g_mu); }
 
 static CUresult connect_locked(void) {
   if (g_state == 1) return CUDA_SUCCESS;

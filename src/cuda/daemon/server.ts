@@ -3,7 +3,7 @@
  * CUDA context), so the main event loop never sits on the hot path. Also serves a small control socket
  * that `smol gpu status --json` reads.
  */
-import { Worker } from 'node:worker_threads';
+import { spawnWorker } from './spawn.js';
 import net from 'node:net';
 import fs from 'node:fs';
 import path from 'node:path';
@@ -29,16 +29,6 @@ export interface GpuDaemonStatus {
 }
 export interface GpuDaemon { endpoint: string; control?: string; status(): GpuDaemonStatus; close(): Promise<void> }
 
-const ext = import.meta.url.endsWith('.ts') ? '.ts' : '.js';
-/** Worker threads do not inherit tsx's loader, so from source they register it first. */
-function spawnWorker(name: string, workerData: unknown): Worker {
-  const url = new URL(`./${name}${ext}`, import.meta.url);
-  if (ext === '.js') return new Worker(url, { workerData });
-  const api = import.meta.resolve('tsx/esm/api');
-  const code = `import(${JSON.stringify(api)}).then((m) => { m.register(); return import(${JSON.stringify(url.href)}); })`;
-  return new Worker(code, { eval: true, workerData });
-}
-
 export async function startGpuDaemon(opts: GpuDaemonOptions): Promise<GpuDaemon> {
   const ep = parseEndpoint(opts.listen);
   if (!ep) throw new UserError(`invalid --listen value: ${opts.listen}`, { hint: 'Use unix:PATH, tcp:HOST:PORT or vsock:PORT.' });
@@ -49,39 +39,25 @@ export async function startGpuDaemon(opts: GpuDaemonOptions): Promise<GpuDaemon>
   try { loadCudaDriver(libcuda); } catch (err) {
     throw new GpuError(`gpu serve failed: cannot load ${libcuda}: ${(err as Error).message}`, { cause: err, hint: 'Is the NVIDIA driver installed? Pass --libcuda PATH.' });
   }
-  const { sys } = await import('./driver/sys.js');
-  const io = sys();
   if (ep.kind === 'unix') fs.rmSync(ep.path, { force: true });
   const quota = opts.quotaBytes ?? Number.MAX_SAFE_INTEGER;
 
-  const acceptor = spawnWorker('acceptor-worker', { endpoint: ep });
-  const listenFd = await new Promise<number>((resolve, reject) => {
+  const acceptor = spawnWorker('acceptor-worker', { endpoint: ep, libcuda, quotaBytes: quota });
+  await new Promise<void>((resolve, reject) => {
     acceptor.once('error', reject);
-    acceptor.on('message', function first(m: { type: string; fd?: number; message?: string }) {
-      if (m.type === 'listening') { acceptor.off('message', first); resolve(m.fd!); }
+    acceptor.on('message', function first(m: { type: string; message?: string }) {
+      if (m.type === 'listening') { acceptor.off('message', first); resolve(); }
       if (m.type === 'error') reject(new GpuError(`gpu serve failed: cannot listen on ${opts.listen}: ${m.message}`));
     });
   });
 
-  interface Live { id: number; fd: number; worker: Worker; stats: Float64Array; startedAt: Date; exited: Promise<void>; closedAt?: number }
+  interface Live { id: number; stats: Float64Array; startedAt: Date }
   const live = new Map<number, Live>();
-  let nextId = 1, closedSessions = 0;
+  let closedSessions = 0;
   let lastClose: GpuDaemonStatus['lastClose'];
-
-  acceptor.on('message', (m: { type: string; fd?: number }) => {
-    if (m.type !== 'conn') return;
-    const id = nextId++;
-    const sab = new SharedArrayBuffer(STAT.size * 8);
-    const worker = spawnWorker('session-worker', { fd: m.fd, libcuda, quotaBytes: quota, stats: sab, sessionId: id });
-    const s: Live = { id, fd: m.fd!, worker, stats: new Float64Array(sab), startedAt: new Date(), exited: Promise.resolve() };
-    s.exited = new Promise<void>((resolve) => {
-      worker.on('message', (msg: { type: string; reason: string }) => {
-        if (msg.type === 'closed') lastClose = { id, reason: msg.reason, cleanupMs: s.closedAt ? Date.now() - s.closedAt : 0 };
-      });
-      worker.on('error', (err) => { lastClose = { id, reason: `worker crashed: ${err.message}`, cleanupMs: 0 }; io.close(s.fd); });
-      worker.on('exit', () => { live.delete(id); closedSessions++; resolve(); });
-    });
-    live.set(id, s);
+  acceptor.on('message', (m: { type: string; id: number; stats: SharedArrayBuffer; reason: string; cleanupMs: number }) => {
+    if (m.type === 'session') live.set(m.id, { id: m.id, stats: new Float64Array(m.stats), startedAt: new Date() });
+    if (m.type === 'closed') { live.delete(m.id); closedSessions++; lastClose = { id: m.id, reason: m.reason, cleanupMs: m.cleanupMs }; }
   });
 
   const status = (): GpuDaemonStatus => ({
@@ -103,10 +79,10 @@ export async function startGpuDaemon(opts: GpuDaemonOptions): Promise<GpuDaemon>
 
   let closing: Promise<void> | undefined;
   const close = () => closing ??= (async () => {
-    io.shutdown(listenFd);
-    await new Promise<void>((r) => { acceptor.once('exit', () => r()); setTimeout(() => { void acceptor.terminate(); }, 2000).unref(); });
-    for (const s of live.values()) io.shutdown(s.fd);
-    await Promise.all([...live.values()].map((s) => Promise.race([s.exited, new Promise<void>((r) => setTimeout(() => { void s.worker.terminate(); r(); }, 5000).unref())])));
+    const stopped = new Promise<void>((r) => acceptor.once('exit', () => r()));
+    acceptor.postMessage({ type: 'stop' });
+    await Promise.race([stopped, new Promise<void>((r) => setTimeout(r, 8000).unref())]);
+    await acceptor.terminate();
     if (control) await new Promise<void>((r) => control!.close(() => r()));
     if (opts.control) fs.rmSync(opts.control, { force: true });
     if (ep.kind === 'unix') fs.rmSync(ep.path, { force: true });

@@ -6,19 +6,22 @@
 import { parentPort, workerData } from 'node:worker_threads';
 import { loadCudaDriver } from './driver/cuda.js';
 import { sys } from './driver/sys.js';
-import { OP_ROWS, PROTOCOL } from '../protocol/index.js';
+import { OP, OP_ROWS, PROTOCOL } from '../protocol/index.js';
 import { ProtocolViolation, Session, u64, type Reply } from './session.js';
 
 interface Init { fd: number; libcuda: string; quotaBytes: number; stats: SharedArrayBuffer; sessionId: number }
+/** Spare workers start without a connection and wait for one (so a new guest does not wait for a
+ *  thread, a module graph and the driver to load). */
 const init = workerData as Init;
 const HDR = PROTOCOL.headerSize;
 const MAX = PROTOCOL.maxPayload;
 const nargs = new Int32Array(256).fill(-1);
 for (const r of OP_ROWS) nargs[r.id] = r.nargs;
 
+const drv = loadCudaDriver(init.libcuda);
+
 function main(): string {
   const io = sys();
-  const drv = loadCudaDriver(init.libcuda);
   const session = new Session(drv, { quotaBytes: init.quotaBytes, stats: new Float64Array(init.stats), maxPayload: MAX, sessionId: init.sessionId });
   const rbuf = Buffer.allocUnsafeSlow(2 * (MAX + HDR));
   const wbuf = Buffer.allocUnsafeSlow(MAX + HDR + 4096);
@@ -58,6 +61,11 @@ function main(): string {
           break;
         }
         const op = rbuf.readUInt16LE(start + 4), flags = rbuf.readUInt16LE(start + 6), seq = rbuf.readUInt32LE(start + 8);
+        if (op === OP.LaunchKernel && (flags & PROTOCOL.flags.async)) {
+          session.launchInPlace(rbuf, start + HDR, len);
+          start += HDR + len;
+          continue;
+        }
         const na = nargs[op] ?? -1;
         if (na < 0 || len < na * 8) throw new ProtocolViolation(`bad frame: op ${op}, ${len} bytes`);
         args.length = na;
@@ -85,10 +93,19 @@ function main(): string {
   } catch (err) {
     reason = err instanceof ProtocolViolation ? `protocol violation: ${err.message}` : `daemon error: ${(err as Error).stack ?? err}`;
   } finally {
+    const t = performance.now();
     session.cleanup();
     io.close(init.fd);
+    cleanupMs = performance.now() - t;
   }
   return reason;
 }
 
-parentPort!.postMessage({ type: 'closed', reason: main() });
+let cleanupMs = 0;
+function run(): void {
+  const reason = main();
+  parentPort!.postMessage({ type: 'closed', reason, cleanupMs });
+  parentPort!.close();
+}
+if (init.fd >= 0) run();
+else parentPort!.once('message', (m: Pick<Init, 'fd' | 'stats' | 'sessionId'>) => { Object.assign(init, m); run(); });

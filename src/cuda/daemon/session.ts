@@ -300,6 +300,23 @@ export class Session {
     }
   }
 
+  /** The hot path: a fire-and-forget launch decoded in place from the receive buffer (no arg array,
+   *  no blob view), since programs issue them by the hundred thousand. */
+  launchInPlace(b: Buffer, off: number, len: number): void {
+    this.stats[STAT.calls]++;
+    if (!this.helloDone) throw new ProtocolViolation('first frame must be Hello');
+    if (len < 72) throw new ProtocolViolation('short LaunchKernel frame');
+    const f = this.funcs.get(u64(b, off));
+    if (!f) { this.fire(CU.invalidHandle); return; }
+    if (len - 72 !== f.argBytes) { this.fire(CU.invalidValue); return; }
+    b.copy(this.argBuf, 0, off + 72, off + len);
+    const sid = u64(b, off + 64);
+    const s = sid <= 2 ? sid : this.streams.get(sid);
+    if (s === undefined) { this.fire(CU.invalidHandle); return; }
+    this.fire(this.drv.cuLaunchKernel(f.host, b.readUInt32LE(off + 8), b.readUInt32LE(off + 16), b.readUInt32LE(off + 24),
+      b.readUInt32LE(off + 32), b.readUInt32LE(off + 40), b.readUInt32LE(off + 48), b.readUInt32LE(off + 56), s, f.ptrsAddr, null));
+  }
+
   /** Fire-and-forget result: a failure is kept for the guest's next synchronous call. */
   private fire(r: number): null {
     if (r && !this.pending) { this.pending = r; this.stats[STAT.asyncErrors]++; }

@@ -17,6 +17,8 @@ export interface Sys {
   close(fd: number): void;
   shutdown(fd: number): void;
   setNoDelay(fd: number): void;
+  /** Waits up to `ms` for fd to become readable (or to have a connection to accept). */
+  readable(fd: number, ms: number): boolean;
   errno(): number;
 }
 
@@ -34,6 +36,8 @@ export function sys(): Sys {
   const close = c.func('int close(int fd)');
   const shutdown = c.func('int shutdown(int fd, int how)');
   const setsockopt = c.func('int setsockopt(int fd, int level, int name, const void *val, uint32_t len)');
+  const poll = c.func('int poll(void *fds, uint64_t n, int timeout)');
+  const pfd = Buffer.alloc(8);
   const one = Buffer.alloc(4); one.writeInt32LE(1);
   const EINTR = 4;
   cached = {
@@ -70,6 +74,10 @@ export function sys(): Sys {
     close(fd) { close(fd); },
     shutdown(fd) { shutdown(fd, 2); },
     setNoDelay(fd) { setsockopt(fd, 6, 1, one, 4); },
+    readable(fd, ms) {
+      pfd.writeInt32LE(fd, 0); pfd.writeInt16LE(1, 4); pfd.writeInt16LE(0, 6); // POLLIN
+      return (poll(pfd, 1, ms) as number) > 0;
+    },
     errno: () => koffi.errno(),
   };
   return cached;

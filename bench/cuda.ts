@@ -1,0 +1,117 @@
+/**
+ * CUDA remoting overhead: the same driver calls made directly through koffi into the FAKE driver, and
+ * remoted (koffi -> guest shim -> Unix socket -> daemon worker -> koffi -> FAKE driver), side by side.
+ * The FAKE driver does almost no work per call, so the numbers are the remoting path's own cost.
+ *   npm run bench:cuda [-- --quick]
+ */
+import fs from 'node:fs';
+import os from 'node:os';
+import path from 'node:path';
+import { execFileSync } from 'node:child_process';
+import { fileURLToPath } from 'node:url';
+import { startGpuDaemon } from '../src/cuda/daemon/index.js';
+import { koffiModule } from '../src/cuda/daemon/driver/cuda.js';
+
+const root = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '..');
+const build = path.join(root, 'build');
+const quick = process.argv.includes('--quick');
+const MiB = 1024 * 1024;
+
+for (const dir of ['shims/cuda', 'test/fixtures/fake-cuda', 'test/fixtures/cuda-programs']) execFileSync('make', ['-s', '-C', path.join(root, dir), `OUT=${build}`]);
+
+type F = (...a: unknown[]) => number;
+interface Api { cuInit: F; cuCtxCreate: F; cuCtxGetDevice: F; cuCtxSynchronize: F; cuModuleLoadData: F; cuModuleGetFunction: F; cuLaunchKernel: F; cuMemAlloc: F; cuMemcpyHtoD: F; cuMemcpyDtoH: F; cuMemFree: F }
+function bind(lib: string): Api {
+  const k = koffiModule().load(lib);
+  return {
+    cuInit: k.func('int cuInit(unsigned int)'),
+    cuCtxCreate: k.func('int cuCtxCreate_v2(_Out_ uint64_t *c, unsigned int f, int d)'),
+    cuCtxGetDevice: k.func('int cuCtxGetDevice(_Out_ int *d)'),
+    cuCtxSynchronize: k.func('int cuCtxSynchronize()'),
+    cuModuleLoadData: k.func('int cuModuleLoadData(_Out_ uint64_t *m, const void *img)'),
+    cuModuleGetFunction: k.func('int cuModuleGetFunction(_Out_ uint64_t *f, uint64_t m, const char *n)'),
+    cuLaunchKernel: k.func('int cuLaunchKernel(uint64_t f, unsigned int, unsigned int, unsigned int, unsigned int, unsigned int, unsigned int, unsigned int, uint64_t s, void *p, void *e)'),
+    cuMemAlloc: k.func('int cuMemAlloc_v2(_Out_ uint64_t *p, uint64_t n)'),
+    cuMemcpyHtoD: k.func('int cuMemcpyHtoD_v2(uint64_t d, const void *h, uint64_t n)'),
+    cuMemcpyDtoH: k.func('int cuMemcpyDtoH_v2(void *h, uint64_t d, uint64_t n)'),
+    cuMemFree: k.func('int cuMemFree_v2(uint64_t p)'),
+  };
+}
+const ok = (r: number, what: string) => { if (r !== 0) throw new Error(`${what} failed: CUresult ${r}`); };
+const pct = (xs: number[], p: number) => { const s = [...xs].sort((a, b) => a - b); return s[Math.min(s.length - 1, Math.floor(p * s.length))]; };
+const median = (xs: number[]) => pct(xs, 0.5);
+
+interface Result { initMs: number; nullP50: number; nullP99: number; launchesPerS: number; htod: number; dtoh: number }
+function measure(api: Api): Result {
+  const o = [0];
+  const t0 = process.hrtime.bigint();
+  ok(api.cuInit(0), 'cuInit');
+  const initMs = Number(process.hrtime.bigint() - t0) / 1e6;
+  ok(api.cuCtxCreate(o, 0, 0), 'cuCtxCreate');
+  ok(api.cuModuleLoadData(o, fs.readFileSync(path.join(build, 'cuda-programs/kernels.ptx'))), 'cuModuleLoadData');
+  const mod = o[0];
+  ok(api.cuModuleGetFunction(o, mod, 'null_kernel'), 'cuModuleGetFunction');
+  const fn = o[0];
+
+  const lat: number[] = [];
+  const nNull = quick ? 5000 : 50_000;
+  for (let i = 0; i < nNull; i++) {
+    const t = process.hrtime.bigint();
+    api.cuCtxGetDevice(o);
+    lat.push(Number(process.hrtime.bigint() - t) / 1000);
+  }
+  const rates: number[] = [];
+  const nLaunch = quick ? 50_000 : 200_000;
+  for (let rep = 0; rep < 3; rep++) {
+    const t = process.hrtime.bigint();
+    for (let i = 0; i < nLaunch; i++) api.cuLaunchKernel(fn, 1, 1, 1, 1, 1, 1, 0, 0, null, null);
+    ok(api.cuCtxSynchronize(), 'cuCtxSynchronize');
+    rates.push(nLaunch / (Number(process.hrtime.bigint() - t) / 1e9));
+  }
+  const size = (quick ? 64 : 256) * MiB;
+  const host = Buffer.allocUnsafeSlow(size).fill(7);
+  ok(api.cuMemAlloc(o, size), 'cuMemAlloc');
+  const dptr = o[0];
+  const up: number[] = [], down: number[] = [];
+  for (let rep = 0; rep < 3; rep++) {
+    let t = process.hrtime.bigint();
+    ok(api.cuMemcpyHtoD(dptr, host, size), 'HtoD');
+    ok(api.cuCtxSynchronize(), 'sync');
+    up.push(size / 2 ** 30 / (Number(process.hrtime.bigint() - t) / 1e9));
+    t = process.hrtime.bigint();
+    ok(api.cuMemcpyDtoH(host, dptr, size), 'DtoH');
+    down.push(size / 2 ** 30 / (Number(process.hrtime.bigint() - t) / 1e9));
+  }
+  api.cuMemFree(dptr);
+  return { initMs, nullP50: pct(lat, 0.5), nullP99: pct(lat, 0.99), launchesPerS: median(rates), htod: median(up), dtoh: median(down) };
+}
+
+async function main() {
+  const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'smol-bench-cuda-'));
+  const fake = path.join(build, 'fake-cuda/libcuda.so.1');
+  const daemon = await startGpuDaemon({ listen: `unix:${path.join(dir, 'cuda.sock')}`, libcuda: fake });
+  try {
+    const direct = measure(bind(fake));
+    process.env.SMOL_CUDA_ENDPOINT = daemon.endpoint;
+    const remoted = measure(bind(path.join(build, 'libcuda.so.1')));
+    const rows: [string, number, number, string, string][] = [
+      ['cuInit (remoted: connect + handshake + session start), ms', direct.initMs, remoted.initMs, 'lower', ''],
+      ['sync null call p50 (cuCtxGetDevice), µs', direct.nullP50, remoted.nullP50, 'lower', '≤ 25'],
+      ['sync null call p99, µs', direct.nullP99, remoted.nullP99, 'lower', '≤ 100'],
+      ['fire-and-forget launches/s', direct.launchesPerS, remoted.launchesPerS, 'higher', '≥ 200000'],
+      [`HtoD ${quick ? 64 : 256} MiB, GiB/s`, direct.htod, remoted.htod, 'higher', '≥ 1'],
+      [`DtoH ${quick ? 64 : 256} MiB, GiB/s`, direct.dtoh, remoted.dtoh, 'higher', '≥ 1'],
+    ];
+    const fmt = (n: number) => (n >= 1000 ? Math.round(n).toString() : n.toFixed(2));
+    console.log(`CUDA remoting (FAKE driver, unix socket, ${os.cpus().length} cpus; medians of runs)`);
+    console.log(['metric'.padEnd(58), 'direct'.padStart(12), 'remoted'.padStart(12), 'remoted/direct'.padStart(15), 'target'.padStart(10)].join(''));
+    for (const [name, a, b, , target] of rows) {
+      console.log([name.padEnd(58), fmt(a).padStart(12), fmt(b).padStart(12), (b / a).toFixed(2).padStart(15), target.padStart(10)].join(''));
+    }
+    console.log(`load average ${os.loadavg().map((l) => l.toFixed(1)).join(' ')} (other work on this machine skews these numbers)`);
+  } finally {
+    await daemon.close();
+    fs.rmSync(dir, { recursive: true, force: true });
+  }
+}
+main().catch((err) => { console.error(err); process.exit(1); });
