@@ -3,7 +3,7 @@
  * hook for what the guest sees, and the agent over virtio-serial when it is built. Every QEMU started here
  * is killed in afterAll by its pidfile, whatever happened.
  */
-import { existsSync, mkdirSync, mkdtempSync, readFileSync, rmSync } from 'node:fs';
+import { existsSync, mkdirSync, mkdtempSync, readFileSync, rmSync, statSync } from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
@@ -11,6 +11,7 @@ import { selectBackend, waitForConsole, type LaunchResult, type LaunchSpec, type
 import { ensureKernel, type KernelInfo } from '../../../src/vm/kernel/index.js';
 import { createOverlay, ensureInitramfs, resolveImage, type Initramfs } from '../../../src/vm/image/index.js';
 import { AgentClient } from '../../../src/vm/agent/client.js';
+import { QmpClient } from '../../../src/vm/qemu/qmp.js';
 import { sharedHome } from '../../helpers/cli.js';
 import { writeDockerSave } from '../../fixtures/images/make-image-tarballs.js';
 
@@ -106,6 +107,24 @@ describe('booting microVMs', () => {
     await createOverlay(img.basePath, overlay2);
     const b = await bootToMarker({ disks: [{ path: overlay2 }], rootDisk: true });
     expect(b.facts.root).toBe('smol docker fixture');
+  });
+
+  it('boots with its RAM in a shared file (fork template) and can wait paused for an incoming migration', async () => {
+    const mem = path.join('/dev/shm', `smol-boot-test-${process.pid}.mem`);
+    try {
+      const { facts } = await bootToMarker({ memoryBackend: { path: mem, share: true } });
+      expect(facts.ports).toBe('smol.0');
+      expect(statSync(mem).size).toBe(256 * 1024 * 1024);
+    } finally {
+      rmSync(mem, { force: true });
+    }
+    const { r } = await launch({ incomingDefer: true });
+    const qmp = await QmpClient.connect(r.qmpPath, 10_000);
+    const status = await qmp.execute<{ status: string; running: boolean }>('query-status');
+    expect(status).toMatchObject({ status: 'inmigrate', running: false });
+    qmp.close();
+    await backend.quit(r.qmpPath, r.pid, 5000);
+    expect(backend.isAlive(r.pid)).toBe(false);
   });
 
   it('boots 10 times in a row without a hang', async () => {
