@@ -202,6 +202,7 @@ void protocol_error(const char *fmt, ...) {
 static void hello(const uint8_t *p, uint32_t n) {
   if (n < HELLO_MIN || memcmp(p, HELLO_MAGIC, 4) != 0) { protocol_error("malformed HELLO"); return; }
   if (g.handshaken) session_reset_streams(); /* a new host on the same byte stream */
+  uint32_t nonce = rd32(p + 20); /* echoed, so the host can tell which of its HELLOs this answers */
   p += 4;
   uint32_t max = rd32(p + 8);
   g.host_window = rd32(p + 12);
@@ -214,7 +215,8 @@ static void hello(const uint8_t *p, uint32_t n) {
   wr32(r + 8, CAP_TTY | CAP_FILES | CAP_FORWARD | CAP_CONFIGURE);
   wr32(r + 12, MAX_PAYLOAD);
   wr32(r + 16, AGENT_WINDOW);
-  memcpy(r + 20, name, sizeof name - 1);
+  wr32(r + 20, nonce);
+  memcpy(r + HELLO_MIN, name, sizeof name - 1);
   send_frame(T_HELLO, 0, 0, r, sizeof r);
   g.handshaken = 1;
 }

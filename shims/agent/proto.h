@@ -9,7 +9,7 @@
 #define GUEST_STREAM_BIT 0x80000000u
 /* HELLO payloads start with this, so a side can find the peer's HELLO after stale or garbled bytes. */
 #define HELLO_MAGIC "SMOL"
-#define HELLO_MIN 20
+#define HELLO_MIN 24
 
 enum frame_type {
   T_HELLO = 1, T_PING = 2, T_PONG = 3, T_EXEC = 4, T_STARTED = 5, T_DATA = 6, T_EOF = 7,

@@ -26,6 +26,8 @@ export interface ConnectOptions {
   window?: number;
   /** Used in error messages, e.g. the machine name. */
   name?: string;
+  /** How often an unanswered HELLO is sent again (default 1 s). */
+  helloRetryMs?: number;
 }
 
 export interface RunResult {
@@ -57,6 +59,7 @@ export class AgentClient {
   private preamble = Buffer.alloc(0);
   private skipped = 0;
   private helloFound = false;
+  private helloNonce = 0;
   private onHello: ((h: Hello) => void) | undefined;
   private resolveClosed!: (e: GuestChannelError) => void;
   private readonly label: string;
@@ -99,12 +102,16 @@ export class AgentClient {
       }, timeoutMs);
     });
     const closed = quiet(client.closed.then((e) => Promise.reject(e)));
-    client.send(FrameType.hello, 0, 0, encodeHello({ version: PROTOCOL_VERSION, capabilities: Capability.tty | Capability.files | Capability.forward | Capability.configure, maxPayload: MAX_PAYLOAD, window: client.window, name: 'smol-host' }));
+    // Resent every second: on a serial port a HELLO can be swallowed by a stale partial frame from an
+    // earlier host; the agent then resyncs on the next one. Only the answer to the latest counts.
+    client.sendHello();
+    const retry = setInterval(() => client.sendHello(), opts.helloRetryMs ?? 1000);
     try {
       client.hello = await Promise.race([hello, timeout, closed]);
       return client;
     } finally {
       clearTimeout(timer);
+      clearInterval(retry);
     }
   }
 
@@ -255,6 +262,13 @@ export class AgentClient {
     }
   }
 
+  private sendHello(): void {
+    if (this.onHello === undefined) return;
+    this.helloNonce = (this.helloNonce + 1) >>> 0;
+    const caps = Capability.tty | Capability.files | Capability.forward | Capability.configure;
+    this.send(FrameType.hello, 0, 0, encodeHello({ version: PROTOCOL_VERSION, capabilities: caps, maxPayload: MAX_PAYLOAD, window: this.window, nonce: this.helloNonce, name: 'smol-host' }));
+  }
+
   /** Before the handshake, drops bytes a serial port kept from an earlier host, up to the agent's HELLO. */
   private skipToHello(chunk: Buffer): Buffer | undefined {
     const buf = this.preamble.length ? Buffer.concat([this.preamble, chunk]) : chunk;
@@ -292,6 +306,7 @@ export class AgentClient {
       case FrameType.hello: {
         if (this.onHello === undefined) throw new ProtocolError('second HELLO');
         const h = decodeHello(f.payload);
+        if (h.nonce !== this.helloNonce) return; // answers a HELLO we have since resent
         if (h.version !== PROTOCOL_VERSION) throw new ProtocolError(`agent speaks protocol ${h.version}, the host ${PROTOCOL_VERSION}`);
         if (h.maxPayload < 65536 || h.window === 0) throw new ProtocolError('agent HELLO has unusable limits');
         const cb = this.onHello;

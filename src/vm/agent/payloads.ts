@@ -7,10 +7,12 @@ export interface Hello {
   capabilities: number;
   maxPayload: number;
   window: number;
+  /** The host picks it; the agent echoes the one of the HELLO it answers. */
+  nonce: number;
   name: string;
 }
 
-/** "SMOL", u32 version, u32 capabilities, u32 max payload, u32 initial window, UTF-8 name. */
+/** "SMOL", u32 version, u32 capabilities, u32 max payload, u32 initial window, u32 nonce, UTF-8 name. */
 export function encodeHello(h: Hello): Buffer {
   const name = Buffer.from(h.name);
   const b = Buffer.allocUnsafe(HELLO_MIN + name.length);
@@ -19,6 +21,7 @@ export function encodeHello(h: Hello): Buffer {
   b.writeUInt32LE(h.capabilities, 8);
   b.writeUInt32LE(h.maxPayload, 12);
   b.writeUInt32LE(h.window, 16);
+  b.writeUInt32LE(h.nonce >>> 0, 20);
   name.copy(b, HELLO_MIN);
   return b;
 }
@@ -31,6 +34,7 @@ export function decodeHello(p: Buffer): Hello {
     capabilities: p.readUInt32LE(8),
     maxPayload: p.readUInt32LE(12),
     window: p.readUInt32LE(16),
+    nonce: p.readUInt32LE(20),
     name: p.subarray(HELLO_MIN).toString('utf8'),
   };
 }

@@ -10,7 +10,7 @@ export const MAX_PAYLOAD = 256 * 1024;
 export const GUEST_STREAM_BIT = 0x8000_0000;
 /** HELLO payloads start with this, so each side can find the peer's HELLO after stale bytes (a serial port keeps them). */
 export const HELLO_MAGIC = Buffer.from('SMOL');
-export const HELLO_MIN = 20;
+export const HELLO_MIN = 24;
 
 export const FrameType = {
   hello: 1,

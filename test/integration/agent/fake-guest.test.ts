@@ -9,16 +9,17 @@ import { AgentClient, encodeFrame, FrameDecoder, FrameType, MAX_PAYLOAD } from '
 import { encodeHello } from '../../../src/vm/agent/payloads.js';
 
 type Script = (sock: net.Socket, firstStream: Promise<number>) => void;
+interface FakeOptions { raw?: boolean; window?: number; timeoutMs?: number; helloRetryMs?: number; answer?: (nonce: number, sock: net.Socket) => void }
 
 const cleanup: Array<() => void> = [];
 afterEach(() => {
   while (cleanup.length) cleanup.pop()!();
 });
 
-const hello = () => encodeFrame(FrameType.hello, 0, 0, encodeHello({ version: 1, capabilities: 15, maxPayload: MAX_PAYLOAD, window: 1 << 20, name: 'fake' }));
+const hello = (nonce = 1) => encodeFrame(FrameType.hello, 0, 0, encodeHello({ version: 1, capabilities: 15, maxPayload: MAX_PAYLOAD, window: 1 << 20, nonce, name: 'fake' }));
 
 /** Starts a fake guest running `script` after answering HELLO (unless raw), and connects a client. */
-async function fakeGuest(script: Script, opts: { raw?: boolean; window?: number; timeoutMs?: number } = {}): Promise<AgentClient> {
+async function fakeGuest(script: Script, opts: FakeOptions = {}): Promise<AgentClient> {
   const dir = mkdtempSync(path.join(tmpdir(), 'smol-fake-guest-'));
   const sockPath = path.join(dir, 'g.sock');
   const server = net.createServer((sock) => {
@@ -28,7 +29,11 @@ async function fakeGuest(script: Script, opts: { raw?: boolean; window?: number;
     const stream = new Promise<number>((r) => (firstStream = r));
     sock.on('data', (c) => {
       for (const f of decoder.push(c)) {
-        if (f.type === FrameType.hello && !opts.raw) sock.write(hello());
+        if (f.type === FrameType.hello && !opts.raw) {
+          const nonce = f.payload.readUInt32LE(20);
+          if (opts.answer) opts.answer(nonce, sock);
+          else sock.write(hello(nonce));
+        }
         if (f.stream !== 0) firstStream(f.stream);
       }
     });
@@ -39,7 +44,7 @@ async function fakeGuest(script: Script, opts: { raw?: boolean; window?: number;
     server.close();
     rmSync(dir, { recursive: true, force: true });
   });
-  const client = await AgentClient.connectUnix(sockPath, { timeoutMs: opts.timeoutMs ?? 2000, window: opts.window });
+  const client = await AgentClient.connectUnix(sockPath, { timeoutMs: opts.timeoutMs ?? 2000, window: opts.window, helloRetryMs: opts.helloRetryMs });
   cleanup.push(() => client.close());
   return client;
 }
@@ -83,8 +88,30 @@ describe('a misbehaving guest', () => {
     await expect(fakeGuest(() => undefined, { raw: true, timeoutMs: 200 })).rejects.toThrow(/no HELLO.*200 ms/);
   });
 
+  it('resends an unanswered HELLO (one swallowed on a serial port) and handshakes on the answer', async () => {
+    const client = await fakeGuest(() => undefined, { helloRetryMs: 50, answer: (nonce, sock) => void (nonce >= 3 && sock.write(hello(nonce))) });
+    expect(client.hello.nonce).toBeGreaterThanOrEqual(3);
+  });
+
+  it('ignores late answers to HELLOs it has since resent', async () => {
+    const client = await fakeGuest(
+      (sock, first) =>
+        void first.then((id) => {
+          const done = Buffer.concat([started(id), encodeFrame(FrameType.eof, 1, id), encodeFrame(FrameType.eof, 2, id), encodeFrame(FrameType.exit, 0, id, exitPayload(0))]);
+          sock.write(done);
+        }),
+      {
+        helloRetryMs: 50,
+        // From the second HELLO on, the answer to the previous one arrives late, just before the right one.
+        answer: (nonce, sock) => void (nonce >= 2 && sock.write(Buffer.concat([hello(nonce - 1), hello(nonce)]))),
+      },
+    );
+    expect(client.hello.nonce).toBeGreaterThanOrEqual(2);
+    expect((await client.run({ argv: ['x'] })).code).toBe(0);
+  });
+
   it('a HELLO with another protocol version is refused', async () => {
-    const bad = encodeFrame(FrameType.hello, 0, 0, encodeHello({ version: 99, capabilities: 0, maxPayload: MAX_PAYLOAD, window: 1 << 20, name: 'x' }));
+    const bad = encodeFrame(FrameType.hello, 0, 0, encodeHello({ version: 99, capabilities: 0, maxPayload: MAX_PAYLOAD, window: 1 << 20, nonce: 1, name: 'x' }));
     await expect(fakeGuest((sock) => sock.write(bad), { raw: true })).rejects.toThrow(/protocol 99/);
   });
 

@@ -84,7 +84,7 @@ describe('frame codec', () => {
   });
 
   it('finds a HELLO after stale bytes, and only a real one', () => {
-    const hello = encodeFrame(FrameType.hello, 0, 0, encodeHello({ version: 1, capabilities: 0, maxPayload: MAX_PAYLOAD, window: 1, name: 'x' }));
+    const hello = encodeFrame(FrameType.hello, 0, 0, encodeHello({ version: 1, capabilities: 0, maxPayload: MAX_PAYLOAD, window: 1, nonce: 1, name: 'x' }));
     const fakeMagic = encodeFrame(FrameType.data, 1, 5, Buffer.from('SMOL....'));
     expect(findHello(hello)).toBe(0);
     expect(findHello(Buffer.concat([fakeMagic, Buffer.from([1, 2, 3]), hello]))).toBe(fakeMagic.length + 3);

@@ -6,7 +6,7 @@ import { signalName, signalNumber } from '../../../../src/vm/agent/signals.js';
 
 describe('payload layouts', () => {
   it('round-trips HELLO', () => {
-    const h = { version: 1, capabilities: 15, maxPayload: 262144, window: 1 << 20, name: 'smol-host' };
+    const h = { version: 1, capabilities: 15, maxPayload: 262144, window: 1 << 20, nonce: 0xfffffffe, name: 'smol-host' };
     expect(decodeHello(encodeHello(h))).toEqual(h);
   });
 
@@ -34,7 +34,7 @@ describe('payload layouts', () => {
     expect(() => decodeExit(Buffer.alloc(7))).toThrow(ProtocolError);
     expect(() => decodeExit(Buffer.alloc(9))).toThrow(ProtocolError);
     expect(() => decodeInfo(Buffer.alloc(11))).toThrow(ProtocolError);
-    expect(() => decodeHello(Buffer.alloc(19))).toThrow(ProtocolError);
+    expect(() => decodeHello(Buffer.alloc(23))).toThrow(ProtocolError);
     expect(() => decodeHello(Buffer.alloc(24))).toThrow(/magic/);
     expect(() => decodeU32(Buffer.alloc(3), 'WINDOW')).toThrow(/WINDOW/);
     expect(() => decodeError(Buffer.alloc(2))).toThrow(ProtocolError);
