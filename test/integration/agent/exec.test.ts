@@ -1,5 +1,5 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { existsSync, readFileSync } from 'node:fs';
+import { existsSync, readdirSync, readFileSync } from 'node:fs';
 import type { Readable } from 'node:stream';
 import { AgentClient } from '../../../src/vm/agent/index.js';
 import { buildAgent, connect, startAgent, type RunningAgent } from './agent-harness.js';
@@ -135,6 +135,24 @@ describe('agent exec over a unix socket', () => {
     for (let i = 0; i < 250 && existsSync(`/proc/${orphan}`); i++) await new Promise((res) => setTimeout(res, 20));
     expect(existsSync(`/proc/${orphan}`)).toBe(false); // gone, not a zombie: the agent reaped it
     expect((await client.run({ argv: ['true'] })).code).toBe(0);
+  });
+
+  it('leaks no file descriptors across execs, tty sessions, failures and transfers', async () => {
+    const fds = () => readdirSync(`/proc/${agent.proc.pid}/fd`).length;
+    const before = fds();
+    for (let i = 0; i < 10; i++) {
+      await client.run({ argv: ['sh', '-c', 'echo x; echo y >&2'] });
+      await client.run({ argv: ['true'], tty: true });
+      await client.exec({ argv: ['/no/such'] }).exit.catch(() => undefined);
+      const s = client.exec({ argv: ['sleep', '10'] });
+      await s.pid;
+      s.abort();
+      const f = await client.getFile('/proc/self/status');
+      f.stream.resume();
+      await new Promise((r) => f.stream.once('end', r));
+    }
+    await client.ping();
+    expect(fds()).toBe(before);
   });
 
   it('answers pings', async () => {
