@@ -15,6 +15,9 @@ import { koffiModule } from '../src/cuda/daemon/driver/cuda.js';
 const root = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '..');
 const build = path.join(root, 'build');
 const quick = process.argv.includes('--quick');
+// --libcuda PATH benchmarks a real driver (on a GPU machine) instead of the FAKE one.
+const libArg = process.argv.indexOf('--libcuda');
+const driverPath = libArg > 0 ? process.argv[libArg + 1] : path.join(build, 'fake-cuda/libcuda.so.1');
 const MiB = 1024 * 1024;
 
 for (const dir of ['shims/cuda', 'test/fixtures/fake-cuda', 'test/fixtures/cuda-programs']) execFileSync('make', ['-s', '-C', path.join(root, dir), `OUT=${build}`]);
@@ -88,10 +91,9 @@ function measure(api: Api): Result {
 
 async function main() {
   const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'smol-bench-cuda-'));
-  const fake = path.join(build, 'fake-cuda/libcuda.so.1');
-  const daemon = await startGpuDaemon({ listen: `unix:${path.join(dir, 'cuda.sock')}`, libcuda: fake });
+  const daemon = await startGpuDaemon({ listen: `unix:${path.join(dir, 'cuda.sock')}`, libcuda: driverPath });
   try {
-    const direct = measure(bind(fake));
+    const direct = measure(bind(driverPath));
     process.env.SMOL_CUDA_ENDPOINT = daemon.endpoint;
     const remoted = measure(bind(path.join(build, 'libcuda.so.1')));
     const rows: [string, number, number, string, string][] = [
@@ -103,7 +105,7 @@ async function main() {
       [`DtoH ${quick ? 64 : 256} MiB, GiB/s`, direct.dtoh, remoted.dtoh, 'higher', '≥ 1'],
     ];
     const fmt = (n: number) => (n >= 1000 ? Math.round(n).toString() : n.toFixed(2));
-    console.log(`CUDA remoting (FAKE driver, unix socket, ${os.cpus().length} cpus; medians of runs)`);
+    console.log(`CUDA remoting (${libArg > 0 ? driverPath : 'FAKE driver'}, unix socket, ${os.cpus().length} cpus; medians of runs)`);
     console.log(['metric'.padEnd(58), 'direct'.padStart(12), 'remoted'.padStart(12), 'remoted/direct'.padStart(15), 'target'.padStart(10)].join(''));
     for (const [name, a, b, , target] of rows) {
       console.log([name.padEnd(58), fmt(a).padStart(12), fmt(b).padStart(12), (b / a).toFixed(2).padStart(15), target.padStart(10)].join(''));

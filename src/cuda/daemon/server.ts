@@ -39,7 +39,7 @@ export async function startGpuDaemon(opts: GpuDaemonOptions): Promise<GpuDaemon>
   try { loadCudaDriver(libcuda); } catch (err) {
     throw new GpuError(`gpu serve failed: cannot load ${libcuda}: ${(err as Error).message}`, { cause: err, hint: 'Is the NVIDIA driver installed? Pass --libcuda PATH.' });
   }
-  if (ep.kind === 'unix') fs.rmSync(ep.path, { force: true });
+  if (ep.kind === 'unix') { fs.mkdirSync(path.dirname(ep.path), { recursive: true }); fs.rmSync(ep.path, { force: true }); }
   const quota = opts.quotaBytes ?? Number.MAX_SAFE_INTEGER;
 
   const acceptor = spawnWorker('acceptor-worker', { endpoint: ep, libcuda, quotaBytes: quota });

@@ -102,7 +102,7 @@ const SIGS: Record<string, [string, string]> = {
   cuEventElapsedTime: ['cuEventElapsedTime_v2', 'int NAME(_Out_ float *ms, uint64_t a, uint64_t b)'],
   cuEventDestroy: ['cuEventDestroy_v2', 'int NAME(uint64_t e)'],
 };
-const OPTIONAL = new Set(['cuFuncGetParamInfo', 'cuKernelGetParamInfo']);
+const OPTIONAL = new Set(['cuFuncGetParamInfo', 'cuKernelGetParamInfo', 'cuCtxCreate']);
 // Older drivers lack some versioned names; fall back to the unversioned symbol.
 const FALLBACK: Record<string, string> = { cuEventElapsedTime_v2: 'cuEventElapsedTime', cuDeviceGetUuid_v2: 'cuDeviceGetUuid' };
 
@@ -125,6 +125,11 @@ export function loadCudaDriver(path: string): CudaDriver {
       if (OPTIONAL.has(key)) { out[key] = null; continue; }
       throw new Error(`libcuda ${path} lacks ${sym}: ${(err as Error).message}`);
     }
+  }
+  // A driver without cuCtxCreate_v2 (CUDA 13 headers map cuCtxCreate to _v4) still has _v4.
+  if (!out.cuCtxCreate) {
+    const v4 = lib.func('int cuCtxCreate_v4(_Out_ uint64_t *ctx, void *params, unsigned int flags, int dev)');
+    out.cuCtxCreate = (o: unknown, flags: unknown, dev: unknown) => v4(o, null, flags, dev);
   }
   const libc = koffi.load('libc.so.6');
   const memmove = libc.func('uint64_t memmove(void *d, void *s, uint64_t n)');

@@ -1,0 +1,62 @@
+#!/usr/bin/env bash
+# On a machine with a real NVIDIA GPU and driver: builds the shims and test programs, starts
+# `smol gpu serve` on the real libcuda.so.1, runs each program natively and remoted (through the guest
+# shim over a Unix socket), and prints a PASS/FAIL table. Finishes in well under 5 minutes.
+#   scripts/gpu-check.sh [--libcuda PATH] [--bench]
+set -uo pipefail
+cd "$(dirname "$0")/.."
+LIBCUDA=""; BENCH=0
+while [ $# -gt 0 ]; do
+  case "$1" in
+    --libcuda) LIBCUDA="$2"; shift 2 ;;
+    --bench) BENCH=1; shift ;;
+    *) echo "usage: $0 [--libcuda PATH] [--bench]" >&2; exit 64 ;;
+  esac
+done
+[ -n "$LIBCUDA" ] || LIBCUDA="$(ldconfig -p 2>/dev/null | awk '/libcuda\.so\.1 /{print $NF; exit}')"
+if [ -z "$LIBCUDA" ] || [ ! -e "$LIBCUDA" ]; then echo "gpu-check: no libcuda.so.1 found (pass --libcuda PATH)" >&2; exit 69; fi
+NVCC="$(command -v nvcc || ls /usr/local/cuda/bin/nvcc 2>/dev/null || true)"
+command -v nvidia-smi >/dev/null && nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv,noheader
+
+OUT="$PWD/build"; TMP="$(mktemp -d)"
+trap 'kill "$DAEMON" 2>/dev/null; wait "$DAEMON" 2>/dev/null; rm -rf "$TMP"' EXIT
+for d in shims/cuda shims/nvml test/fixtures/cuda-programs; do
+  make -s -C "$d" OUT="$OUT" ${NVCC:+NVCC=$NVCC} || { echo "gpu-check: build of $d failed" >&2; exit 1; }
+done
+
+node --import tsx test/integration/cuda/smol-dev.ts gpu serve --listen "unix:$TMP/cuda.sock" \
+  --libcuda "$LIBCUDA" --control "$TMP/ctl" >"$TMP/daemon.log" 2>&1 &
+DAEMON=$!
+for _ in $(seq 1 150); do [ -S "$TMP/cuda.sock" ] && break; sleep 0.2; done
+[ -S "$TMP/cuda.sock" ] || { echo "gpu-check: daemon did not start:" >&2; cat "$TMP/daemon.log" >&2; exit 1; }
+
+P="$OUT/cuda-programs"; rows=(); fails=0
+run() { # name, expect (ALL PASS | regex), command...
+  local name="$1" expect="$2"; shift 2
+  local t0 t1 n r nout rout
+  t0=$(date +%s%N); nout="$(timeout 120 "$@" 2>&1)"; n=$?; t1=$(date +%s%N)
+  local nms=$(( (t1 - t0) / 1000000 ))
+  t0=$(date +%s%N); rout="$(LD_LIBRARY_PATH="$OUT" SMOL_CUDA_ENDPOINT="unix:$TMP/cuda.sock" timeout 120 "$@" 2>&1)"; r=$?; t1=$(date +%s%N)
+  local rms=$(( (t1 - t0) / 1000000 ))
+  local verdict=PASS
+  if [ $n -ne 0 ] || [ $r -ne 0 ] || ! grep -Eq "$expect" <<<"$rout"; then verdict=FAIL; fails=$((fails + 1)); fi
+  # remoted results must equal native ones line by line
+  if [ "$verdict" = PASS ] && [ "$(grep '^RESULT' <<<"$nout")" != "$(grep '^RESULT' <<<"$rout")" ]; then verdict=FAIL; fails=$((fails + 1)); fi
+  rows+=("$(printf '%-34s %-6s native rc=%-3s %6sms   remoted rc=%-3s %6sms' "$name" "$verdict" "$n" "$nms" "$r" "$rms")")
+  [ "$verdict" = FAIL ] && { echo "--- $name native:"; echo "$nout" | tail -5; echo "--- $name remoted:"; echo "$rout" | tail -5; }
+}
+run "driver API vecadd/saxpy/reduce" "ALL PASS" "$P/driver_vecadd" "$P/kernels.ptx"
+run "driver API sticky fault" "launch=0 sync=[1-9]" "$P/driver_vecadd" "$P/kernels.ptx" sticky 4096
+run "NVML query" "count: [1-9]" "$P/nvml_query"
+if [ -x "$P/runtime_vecadd_static" ]; then
+  run "runtime API (static cudart)" "ALL PASS" "$P/runtime_vecadd_static"
+  run "runtime API (shared cudart)" "ALL PASS" "$P/runtime_vecadd_shared"
+else
+  rows+=("runtime API programs               SKIP   (nvcc not found)")
+fi
+echo; echo "CUDA remoting check against $LIBCUDA"
+printf '%s\n' "${rows[@]}"
+node --import tsx test/integration/cuda/smol-dev.ts gpu status --control "$TMP/ctl" --json | head -20
+if [ "$BENCH" = 1 ]; then timeout 180 node --import tsx bench/cuda.ts --libcuda "$LIBCUDA"; fi
+[ "$fails" -eq 0 ] && echo "gpu-check: ALL PASS" || echo "gpu-check: $fails FAILED"
+exit $(( fails > 0 ))
