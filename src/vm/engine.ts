@@ -4,6 +4,7 @@
  */
 import type { Smolfile } from '../smolfile/schema.js';
 import type { MachineLayout } from './layout.js';
+import type { ForkOps } from './fork/types.js';
 
 export type Progress = (message: string) => void;
 
@@ -14,6 +15,8 @@ export interface LaunchOptions {
   diskless: boolean;
   forkable: boolean;
   onProgress?: Progress;
+  /** Launch as a fork clone: map this memory template copy-on-write and wait paused for the state (fork/). */
+  clone?: { memFile: string };
 }
 
 export interface ExecRequest {
@@ -54,4 +57,6 @@ export interface Engine {
   terminate(pid: number, layout: MachineLayout, graceMs: number): Promise<void>;
   /** Last lines of the guest console, for error messages. */
   consoleTail(layout: MachineLayout, lines: number): string;
+  /** Live fork support, where the VMM has it. */
+  fork?: ForkOps;
 }

@@ -4,12 +4,15 @@
  * record that reconciliation (reconcile.ts) can read truthfully.
  */
 import fs from 'node:fs';
+import path from 'node:path';
 import { BootError, ConflictError, GuestChannelError, SmolError, mapFsError } from '../errors/index.js';
 import type { Smolfile } from '../smolfile/schema.js';
 import type { Engine, GuestChannel, Progress } from './engine.js';
 import { machineLayout, AGENT_PORTS, type MachineLayout } from './layout.js';
 import { MachineStore, newMachineId, pidAlive, type MachineRecord } from './registry/machines.js';
 import { isOrphan, reconcile } from './reconcile.js';
+import { installForkHelper } from './fork/guest.js';
+import { releaseForkPoints } from './fork/cleanup.js';
 
 export interface ServiceOptions { home: string; store: MachineStore; engine: Engine }
 
@@ -39,8 +42,10 @@ export class MachineService {
     this.engine = o.engine;
   }
 
-  layout(rec: Pick<MachineRecord, 'id'>): MachineLayout {
-    return machineLayout(this.home, rec.id);
+  layout(rec: Pick<MachineRecord, 'id'> & { diskFile?: string | null }): MachineLayout {
+    const l = machineLayout(this.home, rec.id);
+    // a fork moves the machine onto a new overlay (the old one froze as its clones' base)
+    return rec.diskFile ? { ...l, disk: path.join(l.dir, rec.diskFile) } : l;
   }
 
   /** Register a machine and build its disk. A failure removes everything it made. */
@@ -75,7 +80,8 @@ export class MachineService {
     try {
       this.store.update(rec.id, { state: 'starting', lastError: null });
       fs.mkdirSync(layout.runDir, { recursive: true });
-      const pid = await this.engine.launch(rec.spec, layout, { diskless: this.isDiskless(rec), forkable: o.forkable ?? rec.spec.fork.enabled, onProgress: o.onProgress });
+      const forkable = o.forkable ?? rec.spec.fork.enabled;
+      const pid = await this.engine.launch(rec.spec, layout, { diskless: this.isDiskless(rec), forkable, onProgress: o.onProgress });
       this.store.update(rec.id, { pid, startedAt: Date.now() });
       o.onProgress?.('waiting for the guest agent');
       const release = this.store.lock(`${rec.id}#p0`, 'channel', rec.name);
@@ -83,6 +89,7 @@ export class MachineService {
       try {
         ch = await this.waitReady(rec, layout, pid, o.bootTimeoutMs ?? DEFAULT_BOOT_TIMEOUT_MS);
         if (!rec.booted) await this.firstBoot(rec, ch, o.onProgress);
+        if (forkable) await installForkHelper(ch);
       } catch (err) {
         ch?.close();
         release();
@@ -208,16 +215,23 @@ export class MachineService {
     fs.rmSync(layout.runDir, { recursive: true, force: true });
   }
 
-  async remove(nameOrId: string, o: { force?: boolean } = {}): Promise<void> {
+  /** With cascade, clones (and theirs) go first; without it a machine with clones is refused (their disks sit on its). */
+  async remove(nameOrId: string, o: { force?: boolean; cascade?: boolean } = {}): Promise<void> {
     const rec = this.refresh(this.store.get(nameOrId));
+    const clones = this.store.children(rec.id);
+    if (clones.length && !o.cascade) {
+      throw new ConflictError(`machine "${rec.name}" has ${clones.length} clone${clones.length > 1 ? 's' : ''} (${clones.map((c) => c.name).join(', ')})`, { hint: `Remove them first, or remove the whole family: smol machine rm --cascade --force ${rec.name}` });
+    }
     if ((rec.state === 'running' || rec.state === 'starting') && !o.force) {
       throw new ConflictError(`machine "${rec.name}" is running`, { hint: `Stop it first (smol machine stop ${rec.name}) or use --force.` });
     }
+    for (const c of clones) await this.remove(c.id, o);
     const unlock = this.store.lock(rec.id, 'rm', rec.name);
     try {
       await this.halt(rec, 0);
       this.removeFiles(this.layout(rec));
       this.store.delete(rec.id);
+      releaseForkPoints(this.store);
     } finally {
       unlock();
     }

@@ -4,6 +4,7 @@ import { register as registerWorker } from './worker.js';
 import { register as registerGateway } from './gateway.js';
 import { register as registerSetup } from './setup.js';
 import { register as registerDoctor } from './doctor.js';
+import { register as registerFork } from './fork.js';
 
 /** Top-level commands (run, fork, setup, doctor, worker, gateway); one file each in this folder. */
 export function registerTopLevelCommands(program: Command): void {
@@ -12,4 +13,5 @@ export function registerTopLevelCommands(program: Command): void {
   registerGateway(program);
   registerSetup(program);
   registerDoctor(program);
+  registerFork(program);
 }

@@ -27,6 +27,20 @@ const migrations: string[] = [
      op TEXT NOT NULL,
      acquired_at INTEGER NOT NULL
    );`,
+  // live fork: a machine's active overlay moves on at each fork (the old one freezes as the clones' base),
+  // and clones point at the fork point whose memory template and device state they were made from
+  `ALTER TABLE machines ADD COLUMN disk_file TEXT;
+   ALTER TABLE machines ADD COLUMN fork_point TEXT;
+   CREATE TABLE fork_points (
+     id TEXT PRIMARY KEY,
+     machine TEXT NOT NULL,
+     frozen_disk TEXT,
+     mem_file TEXT NOT NULL,
+     mem_owned INTEGER NOT NULL,
+     state_file TEXT NOT NULL,
+     vm TEXT NOT NULL,
+     created_at INTEGER NOT NULL
+   );`,
 ];
 
 export type Db = Database.Database;

@@ -25,18 +25,23 @@ export interface MachineRecord {
   createdAt: number;
   startedAt: number | null;
   lastError: string | null;
+  /** The active disk overlay's file name in the machine dir when a fork moved it on (null: disk.qcow2). */
+  diskFile: string | null;
+  /** For a clone: the fork point it was made from (its memory template and device state). */
+  forkPoint: string | null;
 }
 
 interface Row {
   id: string; name: string; state: MachineState; ephemeral: number; spec: string; image_id: string | null;
   pid: number | null; owner_pid: number | null; parent: string | null; generation: number; booted: number;
-  created_at: number; started_at: number | null; last_error: string | null;
+  created_at: number; started_at: number | null; last_error: string | null; disk_file: string | null; fork_point: string | null;
 }
 
 const fromRow = (r: Row): MachineRecord => ({
   id: r.id, name: r.name, state: r.state, ephemeral: !!r.ephemeral, spec: JSON.parse(r.spec) as Smolfile,
   imageId: r.image_id, pid: r.pid, ownerPid: r.owner_pid, parent: r.parent, generation: r.generation,
   booted: !!r.booted, createdAt: r.created_at, startedAt: r.started_at, lastError: r.last_error,
+  diskFile: r.disk_file ?? null, forkPoint: r.fork_point ?? null,
 });
 
 const NAME_RE = /^[a-zA-Z0-9][a-zA-Z0-9_.-]{0,62}$/;
@@ -68,15 +73,15 @@ export function pidAlive(pid: number | null | undefined): boolean {
 }
 
 export class MachineStore {
-  constructor(private readonly db: Db) {}
+  constructor(readonly db: Db) {}
 
-  insert(rec: Omit<MachineRecord, 'createdAt' | 'startedAt' | 'lastError' | 'pid' | 'booted'>): MachineRecord {
+  insert(rec: Omit<MachineRecord, 'createdAt' | 'startedAt' | 'lastError' | 'pid' | 'booted' | 'diskFile' | 'forkPoint'> & { forkPoint?: string | null }): MachineRecord {
     validateName(rec.name);
     const now = Date.now();
     try {
-      this.db.prepare(`INSERT INTO machines (id, name, state, ephemeral, spec, image_id, owner_pid, parent, generation, created_at)
-        VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`).run(rec.id, rec.name, rec.state, rec.ephemeral ? 1 : 0, JSON.stringify(rec.spec),
-        rec.imageId, rec.ownerPid, rec.parent, rec.generation, now);
+      this.db.prepare(`INSERT INTO machines (id, name, state, ephemeral, spec, image_id, owner_pid, parent, generation, created_at, fork_point)
+        VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`).run(rec.id, rec.name, rec.state, rec.ephemeral ? 1 : 0, JSON.stringify(rec.spec),
+        rec.imageId, rec.ownerPid, rec.parent, rec.generation, now, rec.forkPoint ?? null);
     } catch (err) {
       if ((err as { code?: string }).code === 'SQLITE_CONSTRAINT_UNIQUE' || (err as { code?: string }).code === 'SQLITE_CONSTRAINT_PRIMARYKEY') {
         throw new ConflictError(`a machine named "${rec.name}" already exists`, { hint: `Pick another name, or remove it first: smol machine rm ${rec.name}` });
@@ -101,10 +106,10 @@ export class MachineStore {
     return (this.db.prepare('SELECT * FROM machines ORDER BY created_at, name').all() as Row[]).map(fromRow);
   }
 
-  update(id: string, fields: Partial<Pick<MachineRecord, 'state' | 'pid' | 'ownerPid' | 'booted' | 'startedAt' | 'lastError' | 'imageId'>>): void {
+  update(id: string, fields: Partial<Pick<MachineRecord, 'state' | 'pid' | 'ownerPid' | 'booted' | 'startedAt' | 'lastError' | 'imageId' | 'diskFile' | 'forkPoint'>>): void {
     const cols: Record<string, unknown> = {
       state: fields.state, pid: fields.pid, owner_pid: fields.ownerPid, booted: fields.booted === undefined ? undefined : fields.booted ? 1 : 0,
-      started_at: fields.startedAt, last_error: fields.lastError, image_id: fields.imageId,
+      started_at: fields.startedAt, last_error: fields.lastError, image_id: fields.imageId, disk_file: fields.diskFile, fork_point: fields.forkPoint,
     };
     const set = Object.entries(cols).filter(([, v]) => v !== undefined);
     if (!set.length) return;

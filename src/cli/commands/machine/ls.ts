@@ -16,9 +16,9 @@ export function register(parent: Command): void {
       const views = (await svc.list()).map((r) => machineView(svc, r));
       if (opts.json) return printJson(views);
       if (!views.length) return void process.stdout.write('no machines (create one: smol machine create NAME)\n');
-      printTable(['NAME', 'STATE', 'IMAGE', 'CPUS', 'MEM', 'PARENT', 'UP'], views.map((v) => [
+      printTable(['NAME', 'STATE', 'IMAGE', 'CPUS', 'MEM', 'PARENT', 'GEN', 'UP'], views.map((v) => [
         v.name, color(v.state), v.image === 'default' ? 'default' : v.image.split('/').pop(), v.cpus, `${v.memoryMiB}M`,
-        v.parent, v.state === 'running' && v.startedAt ? formatDuration(Date.now() - Date.parse(v.startedAt)) : null,
+        v.parent, v.generation, v.state === 'running' && v.startedAt ? formatDuration(Date.now() - Date.parse(v.startedAt)) : null,
       ]));
     });
 }

@@ -7,12 +7,13 @@ export function register(parent: Command): void {
     .description('remove machines and all their files')
     .argument('<names...>', 'machine names')
     .option('-f, --force', 'stop running machines first')
+    .option('--cascade', 'also remove the machine\'s clones (and theirs)')
     .option('--json', 'print what was removed as JSON')
-    .action(async (names: string[], opts: { force?: boolean; json?: boolean }) => {
+    .action(async (names: string[], opts: { force?: boolean; cascade?: boolean; json?: boolean }) => {
       const svc = machineService();
       const removed: string[] = [];
       for (const n of names) {
-        await svc.remove(n, { force: opts.force });
+        await svc.remove(n, { force: opts.force, cascade: opts.cascade });
         removed.push(n);
         if (!opts.json) process.stdout.write(`${n}\n`);
       }

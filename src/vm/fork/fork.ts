@@ -1,0 +1,168 @@
+/**
+ * `smol fork`: clone a running machine from one pause. The parent is paused only for stop → disk snapshot →
+ * device-state save → template copy → cont; everything else (names, overlays, clone QEMUs) happens outside it.
+ */
+import fs from 'node:fs';
+import path from 'node:path';
+import { ExitCode, ForkError, PrerequisiteError } from '../../errors/index.js';
+import type { GuestChannel, Progress } from '../engine.js';
+import { AGENT_PORTS } from '../layout.js';
+import { ForkPointStore, type ForkPointRecord } from '../registry/fork-points.js';
+import { newMachineId, type MachineRecord } from '../registry/machines.js';
+import type { MachineService } from '../service.js';
+import { forkDir, forkMemFile, removeForkFiles } from './cleanup.js';
+import { createCloneDisk, launchClone, type CloneOutcome } from './clone.js';
+import { releaseWaiters, waitForReady } from './guest.js';
+import { assertCompatible } from './identity.js';
+import { cloneEnv, cloneNames, parentEnv } from './plan.js';
+
+export interface ForkOptions {
+  count?: number;
+  namePrefix?: string;
+  /** Per-clone environment; `{index}`, `{name}`, `{count}` expand in values. */
+  env?: Record<string, string>;
+  /** Wait until a workload in the parent runs smol-fork-ready before pausing it. */
+  waitReady?: boolean;
+  readyTimeoutMs?: number;
+  /** Leave the parent paused (its memory file then serves as the template, no copy). */
+  hold?: boolean;
+  restoreTimeoutMs?: number;
+  onProgress?: Progress;
+}
+
+export interface ForkResult {
+  forkId: string;
+  parent: string;
+  held: boolean;
+  pausedMs: number;
+  stateBytes: number;
+  /** 'shared': device state only, clones share the template; 'private': the state carries the RAM (forking a clone). */
+  memory: 'shared' | 'private';
+  steps: Record<string, number>;
+  parentReleased: number;
+  clones: CloneOutcome[];
+  totalMs: number;
+}
+
+export async function forkMachine(svc: MachineService, nameOrId: string, o: ForkOptions = {}): Promise<ForkResult> {
+  const t0 = performance.now();
+  const ops = svc.engine.fork;
+  if (!ops) throw new PrerequisiteError('fork failed: this VM backend cannot fork machines');
+  const parent = svc.refresh(svc.store.get(nameOrId));
+  if (parent.state !== 'running') {
+    throw new ForkError(`fork failed: machine "${parent.name}" is not running (state: ${parent.state})`, { where: parent.name, hint: `Start it forkable first: smol machine start ${parent.name} --forkable` }, ExitCode.conflict);
+  }
+  const names = cloneNames(parent.name, o.count ?? 1, new Set(svc.store.list().map((r) => r.name)), o.namePrefix);
+  const unlock = svc.store.lock(parent.id, 'fork', parent.name);
+  const clones: { rec: MachineRecord; unlock: () => void }[] = [];
+  let parentCh: { ch: GuestChannel; port: number; release: () => void } | undefined;
+  let fp: ForkPointRecord | undefined;
+  const forkId = newMachineId();
+  try {
+    const layout = svc.layout(parent);
+    const insp = await ops.inspect(layout);
+    if (insp.memory === 'none') {
+      throw new ForkError(`fork failed: machine "${parent.name}" was not started forkable`, { where: parent.name, hint: `Restart it so its memory can be shared: smol machine stop ${parent.name} && smol machine start ${parent.name} --forkable (or set fork: {enabled: true} in its Smolfile)` }, ExitCode.conflict);
+    }
+    if (!insp.running) {
+      throw new ForkError(`fork failed: machine "${parent.name}" is paused (held by an earlier fork --hold)`, { where: parent.name, hint: `Fork its clones instead, or restart it: smol machine stop ${parent.name} && smol machine start ${parent.name} --forkable` }, ExitCode.conflict);
+    }
+    if (!insp.diskDevice || !insp.diskSize) throw new ForkError(`fork failed: machine "${parent.name}" has no root disk (diskless machines cannot be forked)`, { where: parent.name });
+    assertCompatible(insp.vm, await ops.identity(insp.vm.memoryMiB), `fork of "${parent.name}"`);
+    const ids = cloneEnv({ parent: parent.name, forkId, names, user: o.env ?? {} });
+    for (const c of ids) {
+      const rec = svc.store.insert({
+        id: newMachineId(), name: c.name, state: 'creating', ephemeral: false, imageId: parent.imageId, ownerPid: null,
+        spec: { ...parent.spec, env: { ...parent.spec.env, ...c.env } }, parent: parent.id, generation: parent.generation + 1,
+      });
+      clones.push({ rec, unlock: svc.store.lock(rec.id, 'fork', rec.name) });
+    }
+    parentCh = await openFreePort(svc, parent);
+    if (o.waitReady) {
+      o.onProgress?.('waiting for smol-fork-ready in the parent');
+      await waitForReady(parentCh.ch, o.readyTimeoutMs ?? 300_000);
+    }
+    const dir = forkDir(svc.home, forkId);
+    fs.mkdirSync(dir, { recursive: true });
+    const nextDisk = path.join(layout.dir, `disk-${forkId}.qcow2`);
+    await createCloneDisk(layout.disk, nextDisk, insp.diskSize);
+    // a clone's RAM is private, so its state carries the RAM and clones start from an empty (sparse) template
+    const shared = insp.memory === 'shared';
+    const memFile = shared && o.hold ? layout.memFile : forkMemFile(forkId);
+    if (!shared) fs.writeFileSync(memFile, '');
+    if (!shared) fs.truncateSync(memFile, insp.vm.memoryMiB * 2 ** 20);
+    o.onProgress?.(`forking ${parent.name}`);
+    const pausedAt = performance.now();
+    let moved = false;
+    const cap = await ops.capture(layout, {
+      stateFile: path.join(dir, 'state'), nextDisk, memCopy: shared && !o.hold ? memFile : null, hold: !!o.hold,
+      onDiskMoved: () => { moved = true; svc.store.update(parent.id, { diskFile: path.basename(nextDisk) }); },
+    }).catch((err: unknown) => {
+      if (!moved) fs.rmSync(nextDisk, { force: true });
+      throw err;
+    });
+    fp = new ForkPointStore(svc.store.db).insert({
+      id: forkId, machine: parent.id, frozenDisk: cap.frozenDisk, memFile, memOwned: memFile !== layout.memFile, stateFile: path.join(dir, 'state'), vm: insp.vm,
+    }, clones.map((c) => c.rec.id));
+    const { ch: pch, port } = parentCh;
+    const parentRelease = o.hold ? Promise.resolve(0) : releaseWaiters(pch, parentEnv(parent.name, forkId, names.length)).catch(() => 0);
+    const outcomes = await Promise.all(clones.map((c, i) => launchClone(svc, ops, {
+      rec: c.rec, index: ids[i].index, env: ids[i].env, fp: fp!, port, diskSize: insp.diskSize, pausedAt, restoreTimeoutMs: o.restoreTimeoutMs ?? 30_000,
+    })));
+    const parentReleased = await parentRelease;
+    await discardFailed(svc, clones, outcomes);
+    if (!outcomes.some((c) => c.ok)) {
+      throw new ForkError(`fork of "${parent.name}" failed: no clone started (${outcomes[0]?.error ?? 'unknown error'})`, { where: parent.name });
+    }
+    return {
+      forkId, parent: parent.name, held: !!o.hold, pausedMs: cap.pausedMs, stateBytes: cap.stateBytes, memory: shared ? 'shared' : 'private',
+      steps: cap.steps, parentReleased, clones: outcomes, totalMs: performance.now() - t0,
+    };
+  } catch (err) {
+    await discardFailed(svc, clones, clones.map(() => ({ ok: false })));
+    if (!fp) fs.rmSync(forkDir(svc.home, forkId), { recursive: true, force: true });
+    if (!fp) removeForkFiles({ stateFile: path.join(forkDir(svc.home, forkId), 'state'), memFile: forkMemFile(forkId), memOwned: true });
+    throw err;
+  } finally {
+    parentCh?.ch.close();
+    parentCh?.release();
+    for (const c of clones) c.unlock();
+    unlock();
+  }
+}
+
+/** Removes the clones that did not come up, with their files; a fork point left without clones goes with them. */
+async function discardFailed(svc: MachineService, clones: { rec: MachineRecord; unlock: () => void }[], outcomes: { ok: boolean }[]): Promise<void> {
+  for (const [i, c] of clones.entries()) {
+    if (outcomes[i].ok || !svc.store.find(c.rec.id)) continue;
+    c.unlock();
+    await svc.remove(c.rec.id, { force: true }).catch(() => undefined);
+  }
+}
+
+/**
+ * A channel on a port no host session uses. The clones inherit the guest agents' state, and reconnecting a
+ * port aborts the sessions it had, so the clones are configured on this same port, never on a user's.
+ */
+async function openFreePort(svc: MachineService, rec: MachineRecord): Promise<{ ch: GuestChannel; port: number; release: () => void }> {
+  const layout = svc.layout(rec);
+  const deadline = Date.now() + 30_000;
+  for (;;) {
+    for (let port = AGENT_PORTS - 1; port >= 0; port--) {
+      let release: () => void;
+      try {
+        release = svc.store.lock(`${rec.id}#p${port}`, 'fork', rec.name);
+      } catch {
+        continue;
+      }
+      try {
+        return { ch: await svc.engine.connect(layout, port, 10_000), port, release };
+      } catch (err) {
+        release();
+        throw err;
+      }
+    }
+    if (Date.now() > deadline) throw new ForkError(`fork failed: every agent port of "${rec.name}" is busy`, { hint: 'Wait for running commands to finish.' }, ExitCode.conflict);
+    await new Promise((r) => setTimeout(r, 100));
+  }
+}

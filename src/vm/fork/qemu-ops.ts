@@ -1,0 +1,132 @@
+/**
+ * Live fork on QEMU (DESIGN.md §3): RAM in a shared file, migration with x-ignore-shared so the state is the
+ * device state only, clones mapping the file copy-on-write and loading the state with `-incoming defer`.
+ */
+import fs from 'node:fs';
+import { ForkError, SnapshotRestoreError, TimeoutError } from '../../errors/index.js';
+import type { VmBackend } from '../backend/index.js';
+import { findQemu } from '../qemu/detect.js';
+import { QmpClient } from '../qemu/qmp.js';
+import type { MachineLayout } from '../layout.js';
+import { sparseCopy } from './sparse-copy.js';
+import type { CaptureRequest, CaptureResult, ForkOps, Inspection, MemoryMode, VmIdentity } from './types.js';
+
+/** The default 32 MiB/s cap would make even a device-state-only save slow; the file is local. */
+const MAX_BANDWIDTH = 64 * 1024 ** 3;
+const ROOT_DEVICE = 'root';
+
+interface BlockInfo { device: string; inserted?: { file: string; image: { 'virtual-size': number } } }
+interface MigrateInfo { status?: string; 'error-desc'?: string }
+
+const shq = (s: string) => `'${s.replace(/'/g, `'\\''`)}'`;
+const now = () => performance.now();
+
+export function createQemuForkOps(getBackend: () => Promise<VmBackend>): ForkOps {
+  let qemuVersion: Promise<string> | undefined;
+  return {
+    async inspect(layout: MachineLayout): Promise<Inspection> {
+      const qmp = await QmpClient.connect(layout.qmpSocket, 5_000);
+      try {
+        const v = qmp.version;
+        const kvm = await qmp.execute<{ enabled: boolean }>('query-kvm');
+        const cpus = await qmp.execute<{ 'qom-path': string }[]>('query-cpus-fast');
+        const cpuType = cpus[0] ? await qmp.execute<string>('qom-get', { path: cpus[0]['qom-path'], property: 'type' }) : 'unknown';
+        const mem = await qmp.execute<{ 'base-memory': number }>('query-memory-size-summary');
+        let memory: MemoryMode = 'none';
+        try {
+          memory = (await qmp.execute<boolean>('qom-get', { path: '/objects/mem', property: 'share' })) ? 'shared' : 'private';
+        } catch {
+          // no file-backed memory object: started without --forkable
+        }
+        const status = await qmp.execute<{ running: boolean }>('query-status');
+        const root = (await qmp.execute<BlockInfo[]>('query-block')).find((b) => b.device === ROOT_DEVICE)?.inserted;
+        return {
+          vm: { qemu: v ? `${v.major}.${v.minor}.${v.micro}` : 'unknown', accel: kvm.enabled ? 'kvm' : 'tcg', cpu: cpuType.replace(/-x86_64-cpu$/, ''), memoryMiB: Math.round(mem['base-memory'] / 2 ** 20) },
+          memory, running: status.running, diskDevice: root ? ROOT_DEVICE : null, diskSize: root?.image['virtual-size'] ?? null,
+        };
+      } finally {
+        qmp.close();
+      }
+    },
+
+    async identity(memoryMiB: number): Promise<VmIdentity> {
+      const b = await getBackend();
+      qemuVersion ??= findQemu().then((q) => q?.version ?? 'unknown');
+      // args.ts runs TCG guests on -cpu max and KVM guests on -cpu host
+      return { qemu: await qemuVersion, accel: b.accel, cpu: b.accel === 'kvm' ? 'host' : 'max', memoryMiB };
+    },
+
+    async capture(layout: MachineLayout, req: CaptureRequest): Promise<CaptureResult> {
+      const qmp = await QmpClient.connect(layout.qmpSocket, 5_000);
+      const steps: Record<string, number> = {};
+      try {
+        await qmp.execute('migrate-set-capabilities', { capabilities: [{ capability: 'x-ignore-shared', state: true }] });
+        await qmp.execute('migrate-set-parameters', { 'max-bandwidth': MAX_BANDWIDTH });
+        const root = (await qmp.execute<BlockInfo[]>('query-block')).find((b) => b.device === ROOT_DEVICE)?.inserted;
+        const frozenDisk = req.nextDisk && root ? root.file : null;
+        const t0 = now();
+        await qmp.execute('stop');
+        steps.stop = now() - t0;
+        let resumed = false;
+        try {
+          if (req.nextDisk && frozenDisk) {
+            const t = now();
+            // mode existing: the new overlay names the frozen file as its backing already (qemu-img create -u)
+            await qmp.execute('blockdev-snapshot-sync', { device: ROOT_DEVICE, 'snapshot-file': req.nextDisk, format: 'qcow2', mode: 'existing' });
+            req.onDiskMoved?.(frozenDisk);
+            steps.snapshot = now() - t;
+          }
+          let t = now();
+          await qmp.execute('migrate', { uri: `exec:cat > ${shq(req.stateFile)}` });
+          await waitMigration(qmp, 60_000, 'saving the device state');
+          steps.save = now() - t;
+          if (req.memCopy) {
+            t = now();
+            // the parent resumes into the shared file, so the clones get a copy of it as it is now
+            sparseCopy(layout.memFile, req.memCopy);
+            steps.memCopy = now() - t;
+          }
+        } catch (err) {
+          await qmp.execute('cont').then(() => { resumed = true; }, () => undefined);
+          throw err;
+        }
+        if (!req.hold && !resumed) {
+          const t = now();
+          await qmp.execute('cont');
+          steps.cont = now() - t;
+        }
+        return { frozenDisk, pausedMs: now() - t0, stateBytes: fs.statSync(req.stateFile).size, steps };
+      } finally {
+        qmp.close();
+      }
+    },
+
+    async restore(layout: MachineLayout, stateFile: string, timeoutMs: number): Promise<void> {
+      const qmp = await QmpClient.connect(layout.qmpSocket, timeoutMs);
+      try {
+        await qmp.execute('migrate-set-capabilities', { capabilities: [{ capability: 'x-ignore-shared', state: true }] });
+        await qmp.execute('migrate-incoming', { uri: `exec:cat ${shq(stateFile)}` });
+        await waitMigration(qmp, timeoutMs, 'loading the device state');
+        await qmp.execute('cont');
+      } catch (err) {
+        if (err instanceof SnapshotRestoreError) throw err;
+        throw new SnapshotRestoreError(`restoring the fork state failed: ${(err as Error).message}`, { cause: err });
+      } finally {
+        qmp.close();
+      }
+    },
+  };
+}
+
+async function waitMigration(qmp: QmpClient, timeoutMs: number, what: string): Promise<void> {
+  const deadline = Date.now() + timeoutMs;
+  for (;;) {
+    const s = await qmp.execute<MigrateInfo>('query-migrate');
+    if (s.status === 'completed') return;
+    if (s.status === 'failed' || s.status === 'cancelled') {
+      throw new ForkError(`${what} failed: migration ${s.status}${s['error-desc'] ? `: ${s['error-desc']}` : ''}`);
+    }
+    if (Date.now() > deadline) throw new TimeoutError(`${what} did not finish within ${Math.round(timeoutMs / 1000)}s`);
+    await new Promise((r) => setTimeout(r, 2));
+  }
+}

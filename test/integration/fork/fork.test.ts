@@ -1,0 +1,122 @@
+/**
+ * Live fork on real QEMU (TCG here): a forkable parent, a handshake at the fork point, clones that are
+ * ordinary machines, faults, and a family removed without leaving processes or files behind.
+ */
+import fs from 'node:fs';
+import path from 'node:path';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { killQemuMentioning, qemuProcessesMentioning, scratchHome, smol } from '../../helpers/cli.js';
+
+let home: string;
+const shmBefore = new Set(fs.readdirSync('/dev/shm'));
+const newShm = () => fs.readdirSync('/dev/shm').filter((f) => f.startsWith('smol-') && !shmBefore.has(f));
+
+beforeAll(() => { home = scratchHome('fork'); });
+afterAll(() => {
+  killQemuMentioning(home);
+  for (const f of newShm()) fs.rmSync(path.join('/dev/shm', f), { force: true });
+  fs.rmSync(home, { recursive: true, force: true });
+});
+
+const json = (s: string) => JSON.parse(s);
+const sh = async (m: string, script: string) => {
+  const r = await smol(['machine', 'exec', m, '--', 'sh', '-c', script], { home });
+  expect(r.code, `${m}: ${script}\n${r.stderr}`).toBe(0);
+  return r.stdout;
+};
+const status = async (m: string) => json((await smol(['machine', 'status', m, '--json'], { home })).stdout);
+
+describe('smol fork (real QEMU)', () => {
+  it('refuses a stopped machine, a bad --count, and a machine not started forkable, saying how to fix it', async () => {
+    expect((await smol(['machine', 'create', 'cold'], { home })).code).toBe(0);
+    const stopped = await smol(['fork', 'cold'], { home });
+    expect(stopped.code).toBe(67);
+    expect(stopped.stderr).toMatch(/not running[\s\S]*smol machine start cold --forkable/);
+    const zero = await smol(['fork', 'cold', '--count', '0'], { home });
+    expect(zero.code).toBe(65);
+    expect(zero.stderr).toMatch(/--count/);
+    expect((await smol(['machine', 'start', 'cold'], { home })).code).toBe(0);
+    const plain = await smol(['fork', 'cold'], { home });
+    expect(plain.code).toBe(67);
+    expect(plain.stderr).toMatch(/not started forkable[\s\S]*--forkable/);
+    expect((await smol(['machine', 'rm', '--force', 'cold'], { home })).code).toBe(0);
+    expect(json((await smol(['machine', 'ls', '--json'], { home })).stdout)).toEqual([]);
+  });
+
+  it('forks at the handshake: clones learn their role and env, get their own identity, RNG and disk', async () => {
+    expect((await smol(['machine', 'create', 'p', '--forkable', '--start'], { home })).code).toBe(0);
+    await sh('p', 'echo before > /root/shared; sync; setsid sh -c \'eval "$(smol-fork-ready)"; echo "$SMOL_FORK_ROLE $SMOL_CLONE_INDEX $TASK" > /root/role\' </dev/null >/dev/null 2>&1 &');
+    const r = await smol(['fork', 'p', '--count', '2', '--wait-ready', '--ready-timeout', '60s', '-e', 'TASK=t{index}', '--json'], { home });
+    expect(r.code, r.stderr).toBe(0);
+    const out = json(r.stdout);
+    expect(out).toMatchObject({ parent: 'p', held: false, memory: 'shared', parentReleased: 1 });
+    expect(out.clones.map((c: { name: string; ok: boolean; released: number }) => [c.name, c.ok, c.released])).toEqual([['p-1', true, 1], ['p-2', true, 1]]);
+    expect(out.stateBytes).toBeLessThan(1 << 20); // device state only: RAM stays in the shared template
+
+    const facts = async (m: string) => (await sh(m, 'for i in 1 2 3 4 5 6 7 8 9 10; do [ -s /root/role ] && break; sleep 0.2; done; cat /root/role; hostname; cat /etc/machine-id 2>/dev/null || echo none; head -c 16 /dev/urandom | od -An -tx1 | tr -d " \\n"; echo; echo "$TASK $SMOL_CLONE_NAME"; cat /root/shared')).split('\n');
+    const [p, c1, c2] = [await facts('p'), await facts('p-1'), await facts('p-2')];
+    expect(p[0]).toBe('parent  ');
+    expect(c1.slice(0, 2)).toEqual(['clone 1 t1', 'p-1']);
+    expect(c2.slice(0, 2)).toEqual(['clone 2 t2', 'p-2']);
+    expect(c1[2]).toMatch(/^[0-9a-f]{32}$/);
+    expect(c1[2]).not.toBe(c2[2]);
+    expect(new Set([p[3], c1[3], c2[3]]).size).toBe(3);
+    expect([c1[4], c2[4]]).toEqual(['t1 p-1', 't2 p-2']);
+    expect([p[5], c1[5], c2[5]]).toEqual(['before', 'before', 'before']);
+
+    await sh('p-1', 'echo one > /root/mine; sync');
+    await sh('p', 'echo parent-after > /root/shared; sync');
+    expect(await sh('p-2', 'cat /root/mine 2>/dev/null || echo absent; cat /root/shared')).toBe('absent\nbefore\n');
+    expect(await sh('p', 'cat /root/mine 2>/dev/null || echo absent')).toBe('absent\n');
+    expect(await sh('p-1', 'cat /root/mine /root/shared')).toBe('one\nbefore\n');
+
+    const ls = json((await smol(['machine', 'ls', '--json'], { home })).stdout);
+    expect(ls.map((m: { name: string; parent: string | null; generation: number }) => [m.name, m.parent, m.generation])).toEqual([['p', null, 0], ['p-1', 'p', 1], ['p-2', 'p', 1]]);
+  });
+
+  it('refuses a colliding --name-prefix before pausing anything', async () => {
+    const r = await smol(['fork', 'p', '--count', '2', '--name-prefix', 'p-'], { home });
+    expect(r.code).toBe(67);
+    expect(r.stderr).toMatch(/already taken: p-1, p-2/);
+    expect(json((await smol(['machine', 'ls', '--json'], { home })).stdout)).toHaveLength(3);
+  });
+
+  it('keeps the others and the parent when one clone fails, leaving nothing of it behind', async () => {
+    const before = fs.readdirSync(path.join(home, 'machines')).length;
+    const r = await smol(['fork', 'p', '--count', '2', '--name-prefix', 'f', '--json'], { home, env: { SMOL_FORK_FAULT: 'kill-clone:2' } });
+    expect(r.code).not.toBe(0);
+    const out = json(r.stdout);
+    expect(out.clones.map((c: { ok: boolean }) => c.ok)).toEqual([true, false]);
+    const names = json((await smol(['machine', 'ls', '--json'], { home })).stdout).map((m: { name: string }) => m.name);
+    expect(names).toContain('f1');
+    expect(names).not.toContain('f2');
+    expect(fs.readdirSync(path.join(home, 'machines')).length).toBe(before + 1);
+    expect(await sh('f1', 'echo ok')).toBe('ok\n');
+    expect(await sh('p', 'echo ok')).toBe('ok\n');
+    expect((await smol(['machine', 'rm', '--force', 'f1'], { home })).code).toBe(0);
+  });
+
+  it('forks a fork (its RAM is private, so the state carries it)', async () => {
+    const r = await smol(['fork', 'p-1', '--json'], { home });
+    expect(r.code, r.stderr).toBe(0);
+    expect(json(r.stdout)).toMatchObject({ memory: 'private', clones: [{ name: 'p-1-1', ok: true }] });
+    expect(await sh('p-1-1', 'cat /root/mine; hostname')).toBe('one\np-1-1\n');
+    expect((await status('p-1-1')).generation).toBe(2);
+  });
+
+  it('keeps clones running after kill -9 of the parent QEMU; rm refuses the parent until --cascade', async () => {
+    process.kill((await status('p')).pid, 'SIGKILL');
+    await new Promise((r) => setTimeout(r, 300));
+    expect(await sh('p-2', 'echo alive')).toBe('alive\n');
+    expect(await sh('p-1-1', 'echo alive')).toBe('alive\n');
+    const refused = await smol(['machine', 'rm', '--force', 'p'], { home });
+    expect(refused.code).toBe(67);
+    expect(refused.stderr).toMatch(/has 2 clones[\s\S]*--cascade/);
+    expect((await smol(['machine', 'rm', '--force', '--cascade', 'p'], { home })).code).toBe(0);
+    expect(json((await smol(['machine', 'ls', '--json'], { home })).stdout)).toEqual([]);
+    expect(qemuProcessesMentioning(home)).toEqual([]);
+    expect(fs.readdirSync(path.join(home, 'machines'))).toEqual([]);
+    expect(fs.existsSync(path.join(home, 'forks')) ? fs.readdirSync(path.join(home, 'forks')) : []).toEqual([]);
+    expect(newShm()).toEqual([]);
+  });
+});
