@@ -60,7 +60,8 @@ if [ -n "$root" ]; then
   mkdir -p /newroot/.smol /newroot/proc /newroot/sys /newroot/dev /newroot/run /newroot/tmp
   cp /bin/busybox /newroot/.smol/busybox
   [ -x ${AGENT_GUEST_PATH} ] && cp ${AGENT_GUEST_PATH} /newroot/.smol/smol-agent
-  [ "$(arg smol.net)" = 1 ] && [ -d /newroot/etc ] && cp /etc/resolv.conf /newroot/etc/resolv.conf 2>/dev/null
+  # images often ship resolv.conf as an absolute symlink, which cp would follow into the initramfs
+  [ "$(arg smol.net)" = 1 ] && [ -d /newroot/etc ] && rm -f /newroot/etc/resolv.conf && cp /etc/resolv.conf /newroot/etc/resolv.conf
 fi
 
 if t=$(arg smol.test); then
@@ -71,6 +72,7 @@ if t=$(arg smol.test); then
   echo "ports: $(ls /dev/virtio-ports 2>/dev/null | tr '\\n' ' ')"
   echo "modules: $(cut -d' ' -f1 /proc/modules | tr '\\n' ' ')"
   [ -n "$root" ] && echo "root: $(cat /newroot/etc/smol-release 2>/dev/null || ls /newroot | tr '\\n' ' ')"
+  [ -n "$root" ] && echo "resolv: $(cat /newroot/etc/resolv.conf 2>/dev/null | tr '\\n' ' ')"
   echo "epoch: $(date +%s)"
   s=$(arg smol.testsleep) && sleep "$s" && echo "SMOL_MARKER_SLEPT $s"
   echo "SMOL_MARKER_END"

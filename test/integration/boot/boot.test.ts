@@ -105,8 +105,9 @@ describe('booting microVMs', () => {
     const img = await resolveImage(tarball, path.join(tmp, 'images-home'));
     const overlay2 = path.join(tmp, 'docker-overlay.qcow2');
     await createOverlay(img.basePath, overlay2);
-    const b = await bootToMarker({ disks: [{ path: overlay2 }], rootDisk: true });
+    const b = await bootToMarker({ disks: [{ path: overlay2 }], rootDisk: true, net: true });
     expect(b.facts.root).toBe('smol docker fixture');
+    expect(b.facts.resolv).toBe('nameserver 10.0.2.3'); // replaced the image's absolute symlink, not followed it
   });
 
   it('boots with its RAM in a shared file (fork template) and can wait paused for an incoming migration', async () => {
