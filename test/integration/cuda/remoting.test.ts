@@ -119,3 +119,18 @@ describe('per-session quota', () => {
     }
   });
 });
+
+describe('tcp endpoint', () => {
+  it('the shim reaches a daemon listening on tcp:127.0.0.1:PORT', async () => {
+    const port = 20000 + (process.pid % 20000);
+    const t = await startDaemon(['--listen', `tcp:127.0.0.1:${port}`]);
+    try {
+      expect(t.endpoint).toBe(`tcp:127.0.0.1:${port}`);
+      const r = await runProgram(path.join(progs, 'driver_vecadd'), [ptx, 'ok', '65536'], shimEnv(t.endpoint));
+      expect(r.code, r.stderr).toBe(0);
+      expect(r.stdout).toContain('ALL PASS');
+    } finally {
+      await t.stop();
+    }
+  });
+});

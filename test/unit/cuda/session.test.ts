@@ -1,0 +1,92 @@
+/** The daemon's per-session rules, with an in-memory stand-in for the driver (no koffi, no GPU). */
+import { describe, expect, it } from 'vitest';
+import { OP, PROTO_HASH, PROTOCOL } from '../../../src/cuda/protocol/index.js';
+import { ProtocolViolation, Session, STAT } from '../../../src/cuda/daemon/session.js';
+import type { CudaDriver } from '../../../src/cuda/daemon/driver/cuda.js';
+
+function stubDriver() {
+  const calls: string[] = [];
+  let next = 0x10000;
+  const handler: ProxyHandler<object> = {
+    get(_t, name: string) {
+      if (name === 'addressOf') return () => 0x5000;
+      if (name === 'path') return 'stub';
+      return (...args: unknown[]) => {
+        calls.push(name);
+        if (name === 'cuDriverGetVersion' || name === 'cuDeviceGetCount') (args[0] as number[])[0] = name === 'cuDriverGetVersion' ? 13000 : 1;
+        if (name === 'cuMemAlloc' || name === 'cuCtxCreate') { (args[0] as number[])[0] = next; next += 0x10000; }
+        return 0;
+      };
+    },
+  };
+  return { drv: new Proxy({}, handler) as CudaDriver, calls };
+}
+
+function session(quotaBytes = 1 << 20) {
+  const { drv, calls } = stubDriver();
+  const stats = new Float64Array(STAT.size);
+  const s = new Session(drv, { quotaBytes, stats, maxPayload: 1 << 16, sessionId: 7 });
+  const hello = s.dispatch(OP.Hello, [PROTOCOL.magic, Number(PROTO_HASH), 1, 0], Buffer.alloc(0));
+  return { s, calls, stats, hello };
+}
+
+describe('daemon session', () => {
+  it('refuses every call before the handshake', () => {
+    const { drv } = stubDriver();
+    const s = new Session(drv, { quotaBytes: 1, stats: new Float64Array(STAT.size), maxPayload: 1024, sessionId: 1 });
+    expect(() => s.dispatch(OP.MemAlloc, [16], Buffer.alloc(0))).toThrow(ProtocolViolation);
+  });
+
+  it('answers the handshake with the driver version, device count and session id', () => {
+    const { hello } = session();
+    expect(hello?.status).toBe(0);
+    expect(hello?.outs[0]).toBe(13000);
+    expect(hello?.outs[3]).toBe(1);
+    expect(hello?.outs[4]).toBe(7);
+  });
+
+  it('lets copies touch only the session\'s own allocations, within their bounds', () => {
+    const { s, calls } = session();
+    const p = s.dispatch(OP.MemAlloc, [4096], Buffer.alloc(0))!.outs[0];
+    expect(s.ownsRange(p, 4096)).toBe(true);
+    expect(s.ownsRange(p + 4000, 97)).toBe(false);
+    expect(s.ownsRange(p - 1, 2)).toBe(false);
+    calls.length = 0;
+    expect(s.dispatch(OP.MemcpyHtoD, [p + 4090, 0, 0], Buffer.alloc(16))).toBeNull();
+    expect(calls).not.toContain('cuMemcpyHtoD');
+    expect(s.pending).toBe(1); // CUDA_ERROR_INVALID_VALUE, reported at the next synchronous call
+    expect(s.dispatch(OP.MemcpyDtoH, [0xdead0000, 8, 0], Buffer.alloc(0))?.status).toBe(1);
+    expect(calls).not.toContain('cuMemcpyDtoH');
+  });
+
+  it('enforces the per-session quota and tracks memory in the shared stats', () => {
+    const { s, stats } = session(8192);
+    const a = s.dispatch(OP.MemAlloc, [4096], Buffer.alloc(0))!;
+    expect(s.dispatch(OP.MemAlloc, [8192], Buffer.alloc(0))?.status).toBe(2);
+    expect(stats[STAT.memBytes]).toBe(4096);
+    s.dispatch(OP.MemFree, [a.outs[0]], Buffer.alloc(0));
+    expect(stats[STAT.memBytes]).toBe(0);
+    expect(s.dispatch(OP.MemAlloc, [8192], Buffer.alloc(0))?.status).toBe(0);
+  });
+
+  it('maps guest handle ids and rejects ids it never created', () => {
+    const { s } = session();
+    expect(s.dispatch(OP.StreamSynchronize, [PROTOCOL.kinds.stream * 2 ** 48 + 99], Buffer.alloc(0))?.status).toBe(400);
+    s.dispatch(OP.StreamCreate, [PROTOCOL.kinds.stream * 2 ** 48 + 1, 0, 0], Buffer.alloc(0));
+    expect(s.dispatch(OP.StreamSynchronize, [PROTOCOL.kinds.stream * 2 ** 48 + 1], Buffer.alloc(0))?.status).toBe(0);
+  });
+
+  it('frees everything on cleanup', () => {
+    const { s, calls, stats } = session();
+    s.dispatch(OP.PrimaryCtxRetain, [0], Buffer.alloc(0));
+    s.dispatch(OP.MemAlloc, [1024], Buffer.alloc(0));
+    s.dispatch(OP.MemAlloc, [2048], Buffer.alloc(0));
+    s.dispatch(OP.EventCreate, [PROTOCOL.kinds.event * 2 ** 48 + 1, 0], Buffer.alloc(0));
+    calls.length = 0;
+    s.cleanup();
+    expect(calls.filter((c) => c === 'cuMemFree')).toHaveLength(2);
+    expect(calls).toContain('cuEventDestroy');
+    expect(calls).toContain('cuCtxDestroy');
+    expect(stats[STAT.memBytes]).toBe(0);
+  });
+});
