@@ -1,7 +1,9 @@
 /**
  * Content-addressed storage for large payloads (prompts, outputs, traces, trajectories). The ledger stores
- * only the digest; the bytes live at blobs/<aa>/<rest>. Writes go to a temp file, are fsynced and renamed,
- * so a reader never sees a partial blob and a crash leaves at most an orphaned temp file.
+ * only the digest; the bytes live at blobs/<aa>/<rest>. Writes go to a temp file and are renamed, so a
+ * reader never sees a partial blob and a crash leaves at most an orphaned temp file. With `durable` (power-
+ * loss durability, SMOL_LEDGER_SYNC=full) the file and its directory are fsynced before put() returns;
+ * otherwise a blob survives the death of the writing process, which is what the ledger promises by default.
  */
 import { createHash, randomBytes } from 'node:crypto';
 import fs from 'node:fs';
@@ -20,7 +22,7 @@ export function isDigest(s: string): boolean {
 }
 
 export class BlobStore {
-  constructor(readonly dir: string, private readonly durable = true) {
+  constructor(readonly dir: string, private readonly durable = false) {
     fs.mkdirSync(dir, { recursive: true });
   }
 
@@ -49,6 +51,10 @@ export class BlobStore {
         fs.closeSync(fd);
       }
       fs.renameSync(tmp, dest);
+      if (this.durable) {
+        const dfd = fs.openSync(path.dirname(dest), 'r');
+        try { fs.fsyncSync(dfd); } finally { fs.closeSync(dfd); }
+      }
     } catch (err) {
       throw mapFsError(err, `storing blob ${digest}`);
     }

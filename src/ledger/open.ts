@@ -5,7 +5,13 @@ import { BlobStore } from './blobs.js';
 import { SqliteLedger } from './sqlite.js';
 import type { Ledger } from './types.js';
 
-export interface LedgerLocation { ledger: string; blobs: string; backend: 'sqlite' | 'postgres' }
+export interface LedgerLocation {
+  ledger: string;
+  blobs: string;
+  backend: 'sqlite' | 'postgres';
+  /** 'full' (SMOL_LEDGER_SYNC=full): commits and blobs survive power loss; 'normal': they survive process crashes. */
+  sync: 'normal' | 'full';
+}
 
 export function isPostgresUrl(s: string): boolean {
   return /^postgres(ql)?:\/\//.test(s);
@@ -13,9 +19,10 @@ export function isPostgresUrl(s: string): boolean {
 
 export function resolveLedger(explicit?: string, env: NodeJS.ProcessEnv = process.env): LedgerLocation {
   const ledger = explicit || env.SMOL_LEDGER || path.join(smolHome(env), 'ledger.db');
-  if (isPostgresUrl(ledger)) return { ledger, backend: 'postgres', blobs: env.SMOL_BLOBS || path.join(smolHome(env), 'blobs') };
+  const sync = env.SMOL_LEDGER_SYNC === 'full' ? 'full' : 'normal';
+  if (isPostgresUrl(ledger)) return { ledger, backend: 'postgres', sync, blobs: env.SMOL_BLOBS || path.join(smolHome(env), 'blobs') };
   const file = path.resolve(ledger);
-  return { ledger: file, backend: 'sqlite', blobs: env.SMOL_BLOBS || path.join(path.dirname(file), 'blobs') };
+  return { ledger: file, backend: 'sqlite', sync, blobs: env.SMOL_BLOBS || path.join(path.dirname(file), 'blobs') };
 }
 
 export interface OpenLedger { ledger: Ledger; blobs: BlobStore; location: LedgerLocation }
@@ -28,7 +35,7 @@ export async function openLedger(explicit?: string, env: NodeJS.ProcessEnv = pro
     const { PostgresLedger } = await import('./postgres.js');
     ledger = await PostgresLedger.connect({ url: location.ledger });
   } else {
-    ledger = new SqliteLedger({ path: location.ledger });
+    ledger = new SqliteLedger({ path: location.ledger, synchronous: location.sync });
   }
-  return { ledger, blobs: new BlobStore(location.blobs), location };
+  return { ledger, blobs: new BlobStore(location.blobs, location.sync === 'full'), location };
 }

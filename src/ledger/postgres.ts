@@ -207,22 +207,31 @@ export class PostgresLedger implements Ledger {
   }
 
   async complete(req: CompleteRequest): Promise<CompleteResult> {
-    return this.tx(async (c): Promise<CompleteResult> => {
+    return this.tx(async (c) => this.completeLocked(c, await this.clock(c), req));
+  }
+  async completeMany(reqs: CompleteRequest[]): Promise<CompleteResult[]> {
+    return this.tx(async (c) => {
       const now = await this.clock(c);
-      const s = await this.live(c, now, req);
-      if (!s) return { ok: false, reason: await this.reject(c, now, req, 'complete') };
-      const attempt = Number(s.attempt);
-      const ins = await c.query(`INSERT INTO results (idem_key, item_id, rollout_id, stage, sample_id, attempt, output_ref, created_at) VALUES ($1, $2, $3, $4, $5, $6, $7, $8) ON CONFLICT DO NOTHING`,
-        [s.idem_key, req.itemId, s.rollout_id, s.stage, s.sample_id, attempt, req.outputRef, now]);
-      await c.query(`UPDATE items SET status = 'done', lease_expires_at = NULL, updated_at = $1 WHERE id = $2`, [now, req.itemId]);
-      await c.query(`UPDATE attempts SET outcome = 'done', ended_at = $1 WHERE item_id = $2 AND attempt = $3`, [now, req.itemId, attempt]);
-      if (req.next?.length) await this.insertItems(c, req.next, now);
-      if (req.trajectory) {
-        await c.query('INSERT INTO trajectories (rollout_id, sample_id, ref, created_at) VALUES ($1, $2, $3, $4) ON CONFLICT DO NOTHING',
-          [req.trajectory.rolloutId, req.trajectory.sampleId, req.trajectory.ref, now]);
-      }
-      return { ok: true, resultCreated: ins.rowCount === 1 };
+      const out: CompleteResult[] = [];
+      for (const r of reqs) out.push(await this.completeLocked(c, now, r));
+      return out;
     });
+  }
+
+  private async completeLocked(c: Client, now: number, req: CompleteRequest): Promise<CompleteResult> {
+    const s = await this.live(c, now, req);
+    if (!s) return { ok: false, reason: await this.reject(c, now, req, 'complete') };
+    const attempt = Number(s.attempt);
+    const ins = await c.query(`INSERT INTO results (idem_key, item_id, rollout_id, stage, sample_id, attempt, output_ref, created_at) VALUES ($1, $2, $3, $4, $5, $6, $7, $8) ON CONFLICT DO NOTHING`,
+      [s.idem_key, req.itemId, s.rollout_id, s.stage, s.sample_id, attempt, req.outputRef, now]);
+    await c.query(`UPDATE items SET status = 'done', lease_expires_at = NULL, updated_at = $1 WHERE id = $2`, [now, req.itemId]);
+    await c.query(`UPDATE attempts SET outcome = 'done', ended_at = $1 WHERE item_id = $2 AND attempt = $3`, [now, req.itemId, attempt]);
+    if (req.next?.length) await this.insertItems(c, req.next, now);
+    if (req.trajectory) {
+      await c.query('INSERT INTO trajectories (rollout_id, sample_id, ref, created_at) VALUES ($1, $2, $3, $4) ON CONFLICT DO NOTHING',
+        [req.trajectory.rolloutId, req.trajectory.sampleId, req.trajectory.ref, now]);
+    }
+    return { ok: true, resultCreated: ins.rowCount === 1 };
   }
 
   async fail(req: FailRequest): Promise<FailResult> {

@@ -20,6 +20,8 @@ export interface SqliteLedgerOptions {
   clock?: () => number;
   /** How long a caller may wait for the write lock before LedgerBusyError. */
   busyBudgetMs?: number;
+  /** SQLite's own busy handler timeout; 0 (default) leaves waiting to our jittered retry. Benchmarks set it for the baseline. */
+  sqliteBusyTimeoutMs?: number;
   /** 'full' fsyncs the WAL at every commit (power-loss durable); 'normal' survives process crashes. */
   synchronous?: 'normal' | 'full';
 }
@@ -37,7 +39,7 @@ export class SqliteLedger implements Ledger {
   constructor(opts: SqliteLedgerOptions) {
     fs.mkdirSync(path.dirname(path.resolve(opts.path)), { recursive: true });
     this.clock = opts.clock ?? Date.now;
-    this.db = new Database(opts.path, { timeout: 0 });
+    this.db = new Database(opts.path, { timeout: opts.sqliteBusyTimeoutMs ?? 0 });
     this.tx = new TxRunner(this.db, opts.busyBudgetMs ?? Number(process.env.SMOL_LEDGER_BUSY_MS ?? 60_000));
     this.tx.retry('opening ledger', () => {
       this.db.pragma('journal_mode = WAL');
@@ -208,18 +210,26 @@ export class SqliteLedger implements Ledger {
 
   async complete(req: CompleteRequest): Promise<CompleteResult> { return this.completeSync(req); }
   completeSync(req: CompleteRequest): CompleteResult {
-    return this.tx.write('completing item', (): CompleteResult => {
+    return this.tx.write('completing item', () => this.completeLocked(this.clock(), req));
+  }
+  async completeMany(reqs: CompleteRequest[]): Promise<CompleteResult[]> { return this.completeManySync(reqs); }
+  completeManySync(reqs: CompleteRequest[]): CompleteResult[] {
+    return this.tx.write('completing items', () => {
       const now = this.clock();
-      const s = this.live(now, req);
-      if (!s) return { ok: false, reason: this.reject(now, req, 'complete') };
-      const attempt = Number(s.attempt);
-      const created = this.st.insResult.run(s.idem_key, req.itemId, s.rollout_id, s.stage, s.sample_id, attempt, req.outputRef, now).changes === 1;
-      this.st.done.run(now, req.itemId);
-      this.st.endAttempt.run('done', now, null, req.itemId, attempt);
-      for (const i of req.next ?? []) this.st.insItem.run(...itemValues(i, now));
-      if (req.trajectory) this.st.insTraj.run(req.trajectory.rolloutId, req.trajectory.sampleId, req.trajectory.ref, now);
-      return { ok: true, resultCreated: created };
+      return reqs.map((r) => this.completeLocked(now, r));
     });
+  }
+
+  private completeLocked(now: number, req: CompleteRequest): CompleteResult {
+    const s = this.live(now, req);
+    if (!s) return { ok: false, reason: this.reject(now, req, 'complete') };
+    const attempt = Number(s.attempt);
+    const created = this.st.insResult.run(s.idem_key, req.itemId, s.rollout_id, s.stage, s.sample_id, attempt, req.outputRef, now).changes === 1;
+    this.st.done.run(now, req.itemId);
+    this.st.endAttempt.run('done', now, null, req.itemId, attempt);
+    for (const i of req.next ?? []) this.st.insItem.run(...itemValues(i, now));
+    if (req.trajectory) this.st.insTraj.run(req.trajectory.rolloutId, req.trajectory.sampleId, req.trajectory.ref, now);
+    return { ok: true, resultCreated: created };
   }
 
   async fail(req: FailRequest): Promise<FailResult> { return this.failSync(req); }

@@ -171,6 +171,8 @@ export interface Ledger {
   claim(opts: ClaimOptions): Promise<Claim[]>;
   renew(leases: LeaseRef[], leaseMs: number): Promise<RenewResult[]>;
   complete(req: CompleteRequest): Promise<CompleteResult>;
+  /** Several completions in one transaction (each checked on its own token); results in request order. */
+  completeMany(reqs: CompleteRequest[]): Promise<CompleteResult[]>;
   fail(req: FailRequest): Promise<FailResult>;
   /** Gives a lease back (graceful shutdown). The attempt stays counted unless `started` is false. */
   release(lease: LeaseRef & { started?: boolean }, reason: string): Promise<boolean>;

@@ -34,7 +34,7 @@ export interface WorkerOptions {
   windowMs?: number;
   /** Which stages to claim; GPU stages need `gateway`. */
   kind?: StageKind;
-  /** Stop once the queue has been empty this long (tests and batch runs); unset = run until stop(). */
+  /** Stop once no item is queued or leased anywhere for this long (batch runs, tests); unset = run until stop(). */
   exitWhenIdleMs?: number;
   /** Fault injection for tests: pause after a claim / after storing output, before completing. */
   faults?: { afterClaimMs?: number; afterOutputMs?: number };
@@ -81,8 +81,10 @@ export class Worker {
         if (claims.length < free) this.concurrency.markStarved();
         if (claims.length === 0) {
           if (this.running.size === 0 && this.o.exitWhenIdleMs !== undefined) {
-            idleSince ??= Date.now();
-            if (Date.now() - idleSince >= this.o.exitWhenIdleMs) break;
+            // idle means no work left anywhere: items backing off or leased by others may still come back
+            const s = await this.o.ledger.stats();
+            if (s.queueDepth + s.leased > 0) idleSince = null;
+            else if (Date.now() - (idleSince ??= Date.now()) >= this.o.exitWhenIdleMs) break;
           }
           await this.waitForSlot(this.o.pollMs ?? 200);
         } else idleSince = null;

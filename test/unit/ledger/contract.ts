@@ -71,6 +71,18 @@ export function ledgerContract(name: string, open: () => Promise<LedgerFixture>)
       expect((await L.stats(id)).staleRejections).toBe(1);
     });
 
+    it('completes a batch in one call, checking each token on its own', async () => {
+      const id = await rollout((r) => [newItem(r), newItem(r), newItem(r)]);
+      const cs = await L.claim({ worker: 'w', leaseMs: 30_000, limit: 3, kind: 'cpu' });
+      const res = await L.completeMany([
+        { itemId: cs[0].item.id, token: cs[0].token, outputRef: 'sha256:a' },
+        { itemId: cs[1].item.id, token: 'not-the-token', outputRef: 'sha256:b' },
+        { itemId: cs[2].item.id, token: cs[2].token, outputRef: 'sha256:c' },
+      ]);
+      expect(res).toEqual([{ ok: true, resultCreated: true }, { ok: false, reason: 'stale' }, { ok: true, resultCreated: true }]);
+      expect((await L.getRollout(id))?.counts).toMatchObject({ done: 2, leased: 1 });
+    });
+
     it('renews only with the live token', async () => {
       await rollout((r) => [newItem(r)]);
       const [c] = await L.claim({ worker: 'w', leaseMs: 1000, kind: 'cpu' });
