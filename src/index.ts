@@ -8,3 +8,4 @@ export { execInMachine, copy } from './vm/exec.js';
 export { createQemuEngine } from './vm/qemu-engine.js';
 export { parseSmolfile, loadSmolfile } from './smolfile/load.js';
 export { smolfileSchema, type Smolfile } from './smolfile/schema.js';
+export * from './artifact/index.js';

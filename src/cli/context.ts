@@ -4,11 +4,16 @@ import { openRegistry } from '../vm/registry/db.js';
 import { MachineStore } from '../vm/registry/machines.js';
 import { MachineService } from '../vm/service.js';
 import { createQemuEngine } from '../vm/qemu-engine.js';
+import { machinePackSource } from '../vm/pack-source.js';
+import { setMachineSource } from '../artifact/index.js';
 import fs from 'node:fs';
 import path from 'node:path';
 import { dataPaths, smolHome } from '../util/paths.js';
 
 let service: MachineService | undefined;
+
+// `smol pack create --from-vm/--image/-s` reads machines through this
+setMachineSource(machinePackSource(() => machineService()));
 
 export function machineService(): MachineService {
   if (!service) {

@@ -50,12 +50,19 @@ export async function execOnChannel(ch: GuestChannel, req: ExecRequest, io: Exec
     h.stdin.end();
   }
   try {
-    const [res] = await Promise.all([h.exit, drained(h.stdout, io.stdout), drained(h.stderr, io.stderr)]);
+    const [res] = await Promise.all([h.exit.catch((err) => notFoundAs127(err, req, io)), drained(h.stdout, io.stdout), drained(h.stderr, io.stderr)]);
     return { ...res, timedOut };
   } finally {
     if (timer) clearTimeout(timer);
     if (io.stdin) io.stdin.unpipe(h.stdin as NodeJS.WritableStream);
   }
+}
+
+/** A command that does not exist exits 127, as in a shell, rather than failing smol itself. */
+function notFoundAs127(err: unknown, req: ExecRequest, io: ExecIo): { code: number; signal: null } {
+  if (!(err instanceof NotFoundError)) throw err;
+  io.stderr.write(`smol: ${req.argv[0]}: command not found in the guest\n`);
+  return { code: 127, signal: null };
 }
 
 export async function execInMachine(svc: MachineService, name: string, req: ExecRequest, io: ExecIo): Promise<ExecResult> {

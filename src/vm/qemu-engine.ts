@@ -5,18 +5,16 @@
 import fs from 'node:fs';
 import path from 'node:path';
 import type { Readable } from 'node:stream';
-import { PrerequisiteError } from '../errors/index.js';
 import type { Smolfile } from '../smolfile/schema.js';
 import { assetsHome } from '../util/paths.js';
 import { AgentClient } from './agent/index.js';
 import { consoleTail, selectBackend, type VmBackend } from './backend/index.js';
 import type { Engine, ExecHandle, ExecRequest, GuestChannel, LaunchOptions, PreparedDisk, Progress } from './engine.js';
-import { createOverlay, ensureInitramfs, resolveImage } from './image/index.js';
+import { createOverlay, resolveImage } from './image/index.js';
 import { findKernel } from './kernel/index.js';
 import { AGENT_PORTS, type MachineLayout } from './layout.js';
+import { bootFilesFor, isArtifactRef, prepareArtifactImage } from './pack-source.js';
 import { createQemuForkOps } from './fork/qemu-ops.js';
-
-const SETUP_HINT = 'Run `smol setup` (or `npm run setup`) to fetch the guest kernel and build the default image.';
 
 export interface QemuEngineOptions {
   /** One-line notices such as "KVM unusable: using TCG"; printed once per data dir by the caller. */
@@ -31,21 +29,25 @@ export function createQemuEngine(home: string, o: QemuEngineOptions = {}): Engin
   return {
     async prepareDisk(spec: Smolfile, layout: MachineLayout, onProgress?: Progress): Promise<PreparedDisk> {
       onProgress?.(`resolving image ${spec.image}`);
+      const sizeBytes = spec.disk ? spec.disk * 1024 * 1024 : undefined;
+      if (isArtifactRef(spec.image)) {
+        const a = await prepareArtifactImage(spec.image, home, layout);
+        if (a.notice) o.notice?.(a.notice);
+        await createOverlay(a.base, layout.disk, { sizeBytes });
+        return { imageId: a.imageId };
+      }
       const img = await resolveImage(spec.image, assets, { log: onProgress });
-      await createOverlay(img.basePath, layout.disk, { sizeBytes: spec.disk ? spec.disk * 1024 * 1024 : undefined });
+      await createOverlay(img.basePath, layout.disk, { sizeBytes });
       return { imageId: img.id };
     },
 
     async launch(spec: Smolfile, layout: MachineLayout, lo: LaunchOptions): Promise<number> {
       const b = await getBackend();
-      const kernel = await findKernel(assets);
-      if (!kernel) throw new PrerequisiteError(`guest kernel missing in ${assets}`, { hint: SETUP_HINT });
-      const initrd = await ensureInitramfs(assets, kernel);
-      if (!initrd.hasAgent) throw new PrerequisiteError('the guest agent is not built', { hint: 'Build it with: npm run build (needs gcc and libc6-dev).' });
+      const boot = await bootFilesFor(layout, assets);
       lo.onProgress?.('booting');
       const r = await b.launch({
         machineDir: layout.dir, runDir: layout.runDir, name: path.basename(layout.dir),
-        kernelPath: kernel.vmlinux, initrdPath: initrd.path, memoryMiB: spec.memory, cpus: spec.cpus,
+        kernelPath: boot.kernel, initrdPath: boot.initrd, memoryMiB: spec.memory, cpus: spec.cpus,
         disks: lo.diskless ? [] : [{ path: layout.disk, format: 'qcow2', id: 'root' }], rootDisk: !lo.diskless,
         net: spec.net, ports: AGENT_PORTS, channel: 'serial',
         memoryBackend: lo.clone ? { path: lo.clone.memFile, share: false } : lo.forkable ? { path: layout.memFile, share: true } : undefined,

@@ -5,6 +5,7 @@ import { register as registerVerify } from './verify.js';
 import { register as registerKeygen } from './keygen.js';
 import { register as registerPush } from './push.js';
 import { register as registerPull } from './pull.js';
+import { register as registerRun } from './run.js';
 
 /** Registers `smol pack …` subcommands; one file per subcommand in this folder. */
 export function registerPackCommands(program: Command): void {
@@ -15,4 +16,5 @@ export function registerPackCommands(program: Command): void {
   registerKeygen(pack);
   registerPush(pack);
   registerPull(pack);
+  registerRun(pack);
 }

@@ -1,0 +1,46 @@
+import path from 'node:path';
+import type { Command } from 'commander';
+import { z } from 'zod';
+import { NotFoundError } from '../../../errors/index.js';
+import { exitCodeOf } from '../../../vm/exec.js';
+import { runEphemeral } from '../../../vm/run.js';
+import { mergeSpec } from '../../../smolfile/merge.js';
+import { machineService, progress } from '../../context.js';
+import { terminalIo } from '../../exec-io.js';
+import { durationSchema, parseFlags } from '../../machine-options.js';
+import { inspectArtifact } from '../../../artifact/index.js';
+import fs from 'node:fs';
+
+const packRunSchema = z.object({ timeout: durationSchema.optional(), interactive: z.boolean().optional(), tty: z.boolean().optional() });
+
+/** `smol pack run FILE [-- CMD]`: boot an artifact in a throwaway machine (extracted once into the cache). */
+export function register(parent: Command): void {
+  parent.command('run')
+    .description('run a .smolmachine in a throwaway machine (its entrypoint, or CMD)')
+    .argument('<file>', '.smolmachine artifact')
+    .argument('[command...]', 'command and arguments (after --)')
+    .option('--timeout <duration>', 'kill the command after this long (exit 124)')
+    .option('-i, --interactive', 'forward stdin even when it is a terminal')
+    .option('-t, --tty', 'give the command a terminal')
+    .action(async (file: string, command: string[], opts: unknown) => {
+      const o = parseFlags(packRunSchema, opts);
+      const abs = path.resolve(file);
+      if (!fs.existsSync(abs)) throw new NotFoundError(`no such artifact: ${file}`);
+      const { manifest } = await inspectArtifact(abs);
+      const spec = mergeSpec(undefined, undefined, {
+        image: abs, cpus: manifest.resources.cpus, memory: manifest.resources.memoryMiB,
+        env: manifest.env ?? {}, workdir: manifest.workdir, command: manifest.entrypoint,
+      });
+      const argv = command.length ? command : spec.command ?? ['/bin/sh'];
+      const term = terminalIo({ interactive: o.interactive, tty: o.tty, timeoutMs: o.timeout });
+      const p = progress();
+      try {
+        const res = await runEphemeral(machineService(), spec, { argv, tty: term.tty, rows: process.stdout.rows, cols: process.stdout.columns },
+          { ...term.io, onStart: (h) => { p.done(); term.io.onStart?.(h); } }, { onProgress: (m) => p.update(m) });
+        process.exitCode = exitCodeOf(res);
+      } finally {
+        p.done();
+        term.restore();
+      }
+    });
+}
