@@ -14,7 +14,7 @@ export const STAT = { calls: 0, memBytes: 1, allocs: 2, asyncErrors: 3, handles:
 export class ProtocolViolation extends Error {}
 
 interface Alloc { size: number; ctx: number }
-interface FuncInfo { host: number; nparams: number; argBytes: number; ptrsAddr: number; ptrs: Buffer }
+interface FuncInfo { host: number; nparams: number; argBytes: number; ptrsAddr: number; ptrs: Buffer; wide: number[] }
 
 const pow32 = 2 ** 32;
 const ARG_BUF = 64 * 1024;
@@ -267,6 +267,7 @@ export class Session {
         const f = this.funcs.get(a[0]);
         if (!f) return this.fire(CU.invalidHandle);
         if (blob.length !== f.argBytes) return this.fire(CU.invalidValue);
+        if (this.foreignPointer(f, blob, 0)) return this.fire(CU.invalidValue);
         blob.copy(this.argBuf, 0);
         return this.fire(d.cuLaunchKernel(f.host, a[1], a[2], a[3], a[4], a[5], a[6], a[7], this.stream(a[8]), f.ptrsAddr, null));
       }
@@ -309,12 +310,25 @@ export class Session {
     const f = this.funcs.get(u64(b, off));
     if (!f) { this.fire(CU.invalidHandle); return; }
     if (len - 72 !== f.argBytes) { this.fire(CU.invalidValue); return; }
+    if (this.foreignPointer(f, b, off + 72)) { this.fire(CU.invalidValue); return; }
     b.copy(this.argBuf, 0, off + 72, off + len);
     const sid = u64(b, off + 64);
     const s = sid <= 2 ? sid : this.streams.get(sid);
     if (s === undefined) { this.fire(CU.invalidHandle); return; }
     this.fire(this.drv.cuLaunchKernel(f.host, b.readUInt32LE(off + 8), b.readUInt32LE(off + 16), b.readUInt32LE(off + 24),
       b.readUInt32LE(off + 32), b.readUInt32LE(off + 40), b.readUInt32LE(off + 48), b.readUInt32LE(off + 56), s, f.ptrsAddr, null));
+  }
+
+  /** A kernel argument that is device memory the driver knows but this session does not own (another
+   *  guest's buffer) blocks the launch. Arguments inside the session's own allocations cost one binary
+   *  search; other 8-byte values (sizes, doubles) one cuMemGetAddressRange. */
+  private foreignPointer(f: FuncInfo, b: Buffer, off: number): boolean {
+    for (const o of f.wide) {
+      const v = u64(b, off + o);
+      if (v === 0 || this.ownsRange(v, 1)) continue;
+      if (this.drv.cuMemGetAddressRange(this.out1, this.out2, v) === 0) return true;
+    }
+    return false;
   }
 
   /** Fire-and-forget result: a failure is kept for the guest's next synchronous call. */
@@ -354,7 +368,9 @@ export class Session {
       ptrs.writeBigUInt64LE(BigInt(this.argBase + off), i * 8);
       argBytes = Math.max(argBytes, off + size);
     }
-    this.funcs.set(a[1], { host, nparams, argBytes, ptrs, ptrsAddr: this.drv.addressOf(ptrs) });
+    const wide = [];
+    for (let i = 0; i < nparams; i++) if (layout[2 * i + 1] === 8) wide.push(layout[2 * i]);
+    this.funcs.set(a[1], { host, nparams, argBytes, ptrs, ptrsAddr: this.drv.addressOf(ptrs), wide });
     const out = Buffer.alloc(nparams * 8);
     for (let i = 0; i < nparams; i++) { out.writeUInt32LE(layout[2 * i], i * 8); out.writeUInt32LE(layout[2 * i + 1], i * 8 + 4); }
     return { status: CU.ok, outs: [info ? nparams : 0xffffffff], blob: out, blobLen: out.length };

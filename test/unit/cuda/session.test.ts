@@ -14,7 +14,15 @@ function stubDriver() {
       return (...args: unknown[]) => {
         calls.push(name);
         if (name === 'cuDriverGetVersion' || name === 'cuDeviceGetCount') (args[0] as number[])[0] = name === 'cuDriverGetVersion' ? 13000 : 1;
-        if (name === 'cuMemAlloc' || name === 'cuCtxCreate') { (args[0] as number[])[0] = next; next += 0x10000; }
+        if (name === 'cuMemAlloc' || name === 'cuCtxCreate' || name === 'cuModuleLoadData') { (args[0] as number[])[0] = next; next += 0x10000; }
+        if (name === 'cuModuleGetFunction') (args[0] as number[])[0] = 0xf00;
+        if (name === 'cuFuncGetParamInfo') { // two params: a pointer at 0, an int at 8
+          const i = args[1] as number;
+          if (i > 1) return 1;
+          (args[2] as number[])[0] = i * 8; (args[3] as number[])[0] = i === 0 ? 8 : 4;
+        }
+        // the driver knows 0xbad00000 (another session's buffer) and nothing else
+        if (name === 'cuMemGetAddressRange') return args[2] === 0xbad00000 ? 0 : 500;
         return 0;
       };
     },
@@ -88,5 +96,27 @@ describe('daemon session', () => {
     expect(calls).toContain('cuEventDestroy');
     expect(calls).toContain('cuCtxDestroy');
     expect(stats[STAT.memBytes]).toBe(0);
+  });
+
+  it('refuses a launch whose pointer argument is another session\'s memory', () => {
+    const { s, calls } = session();
+    const mine = s.dispatch(OP.MemAlloc, [4096], Buffer.alloc(0))!.outs[0];
+    s.dispatch(OP.ModuleLoadData, [PROTOCOL.kinds.module * 2 ** 48 + 1], Buffer.from('.entry vecadd'));
+    const fid = PROTOCOL.kinds.func * 2 ** 48 + 1;
+    const fn = s.dispatch(OP.ModuleGetFunction, [PROTOCOL.kinds.module * 2 ** 48 + 1, fid], Buffer.from('vecadd'))!;
+    expect(fn.outs[0]).toBe(2);
+    const args = (ptr: number) => { const b = Buffer.alloc(12); b.writeBigUInt64LE(BigInt(ptr), 0); b.writeInt32LE(7, 8); return b; };
+    const launch = (ptr: number) => { const f = Buffer.alloc(72 + 12); for (const [i, v] of [fid, 1, 1, 1, 32, 1, 1, 0, 0].entries()) f.writeBigUInt64LE(BigInt(v), i * 8); args(ptr).copy(f, 72); return f; };
+    calls.length = 0;
+    s.launchInPlace(launch(mine), 0, 84);
+    expect(calls.filter((c) => c === 'cuLaunchKernel')).toHaveLength(1);
+    s.launchInPlace(launch(0xbad00000), 0, 84);
+    expect(calls.filter((c) => c === 'cuLaunchKernel')).toHaveLength(1);
+    expect(s.pending).toBe(1);
+    s.pending = 0;
+    s.launchInPlace(launch(12345), 0, 84); // not device memory at all (a size, say): allowed
+    expect(calls.filter((c) => c === 'cuLaunchKernel')).toHaveLength(2);
+    expect(s.dispatch(OP.LaunchKernel, [fid, 1, 1, 1, 32, 1, 1, 0, 0], args(0xbad00000))).toBeNull();
+    expect(calls.filter((c) => c === 'cuLaunchKernel')).toHaveLength(2);
   });
 });
