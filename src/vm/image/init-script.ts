@@ -85,7 +85,9 @@ agent_args="--port ${AGENT_PORT_NAME}"
 [ "$(arg smol.vsock)" = 1 ] && agent_args="--vsock ${AGENT_VSOCK_PORT}" && n=1
 a=${AGENT_GUEST_PATH}
 [ -n "$root" ] && a=/.smol/smol-agent
-run="i=1; while [ \\$i -lt $n ]; do $a --port smol.\\$i </dev/null >/dev/console 2>&1 & i=\\$((i+1)); done; exec $a $agent_args"
+# each agent forwards its own CUDA socket, so the host process talking on port k relays the CUDA calls
+# of the commands it started there (SMOL_CUDA_ENDPOINT=unix:/run/smol/cuda-k.sock)
+run="mkdir -p /run/smol; i=1; while [ \\$i -lt $n ]; do $a --port smol.\\$i --forward cuda=/run/smol/cuda-\\$i.sock </dev/null >/dev/console 2>&1 & i=\\$((i+1)); done; exec $a $agent_args --forward cuda=/run/smol/cuda-0.sock"
 if [ -n "$root" ]; then
   [ -x /newroot/.smol/smol-agent ] || fail "no agent in the initramfs (build it with: bash scripts/build-native.sh)"
   for d in proc sys dev run; do mount --move "/$d" "/newroot/$d"; done
