@@ -9,3 +9,4 @@ export { createQemuEngine } from './vm/qemu-engine.js';
 export { parseSmolfile, loadSmolfile } from './smolfile/load.js';
 export { smolfileSchema, type Smolfile } from './smolfile/schema.js';
 export * from './artifact/index.js';
+export { startGpuDaemon, queryGpuDaemon } from './cuda/daemon/index.js';

@@ -38,6 +38,10 @@ export interface ExecHandle {
 }
 
 export interface GuestChannel {
+  /** The agent port this channel talks to (its CUDA socket is /run/smol/cuda-<port>.sock). */
+  readonly port: number;
+  /** Handle guest-initiated forwarded streams (e.g. "cuda"). */
+  onStream(service: string, handler: (stream: import('node:stream').Duplex) => void): void;
   exec(req: ExecRequest): Promise<ExecHandle>;
   putFile(source: NodeJS.ReadableStream, guestPath: string, mode: number): Promise<void>;
   getFile(guestPath: string): Promise<{ size: number; mode: number; stream: NodeJS.ReadableStream }>;

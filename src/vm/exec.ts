@@ -6,6 +6,7 @@ import { pipeline } from 'node:stream/promises';
 import { NotFoundError, UserError, mapFsError } from '../errors/index.js';
 import type { ExecHandle, ExecRequest, GuestChannel } from './engine.js';
 import type { MachineService } from './service.js';
+import { attachGpu, type GpuAttachment } from './gpu.js';
 
 export interface ExecIo {
   /** null: the guest command sees EOF on stdin at once. */
@@ -67,11 +68,14 @@ function notFoundAs127(err: unknown, req: ExecRequest, io: ExecIo): { code: numb
 
 export async function execInMachine(svc: MachineService, name: string, req: ExecRequest, io: ExecIo): Promise<ExecResult> {
   const { rec, ch, release } = await svc.channel(name);
+  let gpu: GpuAttachment | undefined;
   try {
-    return await execOnChannel(ch, { cwd: rec.spec.workdir, ...req, env: { ...rec.spec.env, ...(req.env ?? {}) } }, io);
+    if (rec.spec.gpu) gpu = await attachGpu(ch, { home: svc.home });
+    return await execOnChannel(ch, { cwd: rec.spec.workdir, ...req, env: { ...rec.spec.env, ...gpu?.env, ...(req.env ?? {}) } }, io);
   } finally {
     ch.close();
     release();
+    await gpu?.close();
   }
 }
 

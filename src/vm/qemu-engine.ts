@@ -58,7 +58,7 @@ export function createQemuEngine(home: string, o: QemuEngineOptions = {}): Engin
 
     async connect(layout: MachineLayout, port: number, timeoutMs: number): Promise<GuestChannel> {
       const client = await AgentClient.connectUnix(layout.agentSockets[port], { timeoutMs, name: path.basename(layout.dir) });
-      return channelOf(client);
+      return channelOf(client, port);
     },
 
     async terminate(pid: number, layout: MachineLayout, graceMs: number): Promise<void> {
@@ -79,8 +79,10 @@ export function createQemuEngine(home: string, o: QemuEngineOptions = {}): Engin
   };
 }
 
-function channelOf(client: AgentClient): GuestChannel {
+function channelOf(client: AgentClient, port: number): GuestChannel {
   return {
+    port,
+    onStream: (service, handler) => client.onStream(service, handler),
     async exec(req: ExecRequest): Promise<ExecHandle> {
       const s = client.exec({ argv: req.argv, env: req.env, cwd: req.cwd, tty: req.tty, rows: req.rows, cols: req.cols });
       return {
@@ -89,7 +91,7 @@ function channelOf(client: AgentClient): GuestChannel {
       };
     },
     async putFile(source, guestPath, mode) {
-      await client.putFile(source as Readable, guestPath, mode);
+      await client.putFile(source as Readable, guestPath, mode, { mkdirs: true });
     },
     getFile: (guestPath) => client.getFile(guestPath),
     configure: (c) => client.configure({ hostname: c.hostname, machineId: c.machineId, entropy: c.entropy, clock: c.timeMs }),
