@@ -36,23 +36,34 @@ export class BlobStore {
     return fs.existsSync(this.pathOf(digest));
   }
 
+  /** Shard directories known to exist, so a put costs one write and one rename. */
+  private readonly shards = new Set<string>();
+
   put(data: Buffer | string): string {
     const digest = digestOf(data);
     const dest = this.pathOf(digest);
     if (fs.existsSync(dest)) return digest;
     try {
-      fs.mkdirSync(path.dirname(dest), { recursive: true });
+      const shard = path.dirname(dest);
+      if (!this.shards.has(shard)) {
+        fs.mkdirSync(shard, { recursive: true });
+        this.shards.add(shard);
+      }
       const tmp = `${dest}.${randomBytes(6).toString('hex')}.tmp`;
-      const fd = fs.openSync(tmp, 'w');
-      try {
-        fs.writeSync(fd, typeof data === 'string' ? Buffer.from(data) : data);
-        if (this.durable) fs.fsyncSync(fd);
-      } finally {
-        fs.closeSync(fd);
+      if (this.durable) {
+        const fd = fs.openSync(tmp, 'w');
+        try {
+          fs.writeSync(fd, typeof data === 'string' ? Buffer.from(data) : data);
+          fs.fsyncSync(fd);
+        } finally {
+          fs.closeSync(fd);
+        }
+      } else {
+        fs.writeFileSync(tmp, data);
       }
       fs.renameSync(tmp, dest);
       if (this.durable) {
-        const dfd = fs.openSync(path.dirname(dest), 'r');
+        const dfd = fs.openSync(shard, 'r');
         try { fs.fsyncSync(dfd); } finally { fs.closeSync(dfd); }
       }
     } catch (err) {

@@ -14,11 +14,17 @@ const RATE_WINDOW_MS = 10_000;
 export class SqliteReads {
   constructor(private readonly db: Database.Database, private readonly tx: TxRunner, private readonly clock: () => number) {}
 
+  private readonly prepared = new Map<string, Database.Statement>();
+  private stmt(sql: string): Database.Statement {
+    let s = this.prepared.get(sql);
+    if (!s) this.prepared.set(sql, (s = this.db.prepare(sql)));
+    return s;
+  }
   private all(sql: string, ...args: unknown[]): Row[] {
-    return this.tx.retry('reading ledger', () => this.db.prepare(sql).all(...args) as Row[]);
+    return this.tx.retry('reading ledger', () => this.stmt(sql).all(...args) as Row[]);
   }
   private get(sql: string, ...args: unknown[]): Row | undefined {
-    return this.tx.retry('reading ledger', () => this.db.prepare(sql).get(...args) as Row | undefined);
+    return this.tx.retry('reading ledger', () => this.stmt(sql).get(...args) as Row | undefined);
   }
 
   manifest(digest: string): string | null {

@@ -89,6 +89,13 @@ export class SqliteLedger implements Ledger {
 
   async now(): Promise<number> { return this.clock(); }
 
+  private readonly stmts = new Map<string, Database.Statement>();
+  private cached(sql: string): Database.Statement {
+    let s = this.stmts.get(sql);
+    if (!s) this.stmts.set(sql, (s = this.db.prepare(sql)));
+    return s;
+  }
+
   private event(now: number, kind: EventKind, itemId: number | null, rolloutId: string | null, detail: string | null): void {
     this.st.event.run(now, kind, itemId, rolloutId, detail);
   }
@@ -282,7 +289,7 @@ export class SqliteLedger implements Ledger {
     if (reqs.length === 0) return;
     this.tx.write('recording inference requests', () => {
       const now = this.clock();
-      const ins = this.db.prepare(`INSERT INTO inference_requests (idem_key, request_id, rollout_id, request_hash, model, model_version, prompt_version, input_ref, params, status, created_at)
+      const ins = this.cached(`INSERT INTO inference_requests (idem_key, request_id, rollout_id, request_hash, model, model_version, prompt_version, input_ref, params, status, created_at)
         VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, 'pending', ?)
         ON CONFLICT (idem_key) DO UPDATE SET status = 'pending', error = NULL WHERE status IN ('shed', 'failed')`);
       for (const r of reqs) ins.run(r.idempotencyKey, r.requestId, r.rolloutId, r.requestHash, r.model, r.modelVersion, r.promptVersion, r.inputRef, r.params, now);
@@ -294,7 +301,7 @@ export class SqliteLedger implements Ledger {
     this.tx.write('recording inference results', () => {
       const now = this.clock();
       // a finished result is never overwritten: the first durable answer per key wins
-      const up = this.db.prepare(`UPDATE inference_requests SET status = ?, output_ref = ?, env_version = ?, batch_id = ?, batch_size = ?, upstream_ms = ?, error = ?, completed_at = ?
+      const up = this.cached(`UPDATE inference_requests SET status = ?, output_ref = ?, env_version = ?, batch_id = ?, batch_size = ?, upstream_ms = ?, error = ?, completed_at = ?
         WHERE idem_key = ? AND status != 'done'`);
       for (const o of outcomes) up.run(o.status, o.outputRef, o.envVersion, o.batchId, o.batchSize, o.upstreamMs, o.error, now, o.idempotencyKey);
     });
