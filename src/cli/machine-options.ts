@@ -23,12 +23,17 @@ export function addMachineOptions(cmd: Command): Command {
     .addOption(new Option('--forkable', 'keep guest memory in a file so the machine can be forked').hideHelp(false));
 }
 
+/** -e NAME=value entries, repeatable; later entries win. */
+export const envListSchema = z.array(z.string().regex(/^[A-Za-z_][A-Za-z0-9_]*=/, 'use NAME=value'));
+export const envFromList = (list: string[] | undefined): Record<string, string> | undefined =>
+  list && Object.fromEntries(list.map((e) => [e.slice(0, e.indexOf('=')), e.slice(e.indexOf('=') + 1)]));
+
 export const machineFlagsSchema = z.object({
   image: z.string().min(1).optional(),
   smolfile: z.string().optional(),
   cpus: z.coerce.number().pipe(cpusSchema).optional(),
   mem: memorySchema.optional(),
-  env: z.array(z.string().regex(/^[A-Za-z_][A-Za-z0-9_]*=/, 'use NAME=value')).optional(),
+  env: envListSchema.optional(),
   workdir: z.string().startsWith('/', 'must be an absolute guest path').optional(),
   net: z.boolean().optional(),
   gpu: z.boolean().optional(),
@@ -57,7 +62,7 @@ export function parseFlags<T extends z.ZodTypeAny>(schema: T, opts: unknown): z.
 export function specFromFlags(opts: unknown): Smolfile {
   const f = parseFlags(machineFlagsSchema, opts);
   const base = f.smolfile ? loadSmolfile(f.smolfile) : undefined;
-  const env = f.env ? Object.fromEntries(f.env.map((e) => [e.slice(0, e.indexOf('=')), e.slice(e.indexOf('=') + 1)])) : undefined;
+  const env = envFromList(f.env);
   return mergeSpec(base?.spec, base?.dir, {
     image: f.image === undefined || f.image === 'default' ? f.image : pathOf(f.image),
     cpus: f.cpus, memory: f.mem, net: f.net, gpu: f.gpu, forkable: f.forkable, env, workdir: f.workdir,

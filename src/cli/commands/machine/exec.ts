@@ -3,10 +3,10 @@ import { z } from 'zod';
 import { execInMachine, exitCodeOf } from '../../../vm/exec.js';
 import { machineService } from '../../context.js';
 import { terminalIo } from '../../exec-io.js';
-import { durationSchema, parseFlags } from '../../machine-options.js';
+import { durationSchema, envFromList, envListSchema, parseFlags } from '../../machine-options.js';
 
 const execSchema = z.object({
-  env: z.array(z.string().regex(/^[A-Za-z_][A-Za-z0-9_]*=/, 'use NAME=value')).optional(),
+  env: envListSchema.optional(),
   workdir: z.string().startsWith('/', 'must be an absolute guest path').optional(),
   timeout: durationSchema.optional(),
   interactive: z.boolean().optional(),
@@ -25,7 +25,7 @@ export function register(parent: Command): void {
     .option('-t, --tty', 'give the command a terminal')
     .action(async (name: string, command: string[], opts: unknown) => {
       const o = parseFlags(execSchema, opts);
-      const env = Object.fromEntries((o.env ?? []).map((e) => [e.slice(0, e.indexOf('=')), e.slice(e.indexOf('=') + 1)]));
+      const env = envFromList(o.env) ?? {};
       const term = terminalIo({ interactive: o.interactive, tty: o.tty, timeoutMs: o.timeout });
       try {
         const res = await execInMachine(machineService(), name, {
