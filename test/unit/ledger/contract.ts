@@ -191,6 +191,7 @@ export function ledgerContract(name: string, open: () => Promise<LedgerFixture>)
     it('stats and check agree with what happened', async () => {
       const id = await rollout((r) => [newItem(r, { sampleId: 'a' }), newItem(r), newItem(r)]);
       const [c] = await L.claim({ worker: 'w', leaseMs: 30_000, kind: 'cpu' });
+      await sleep(5); // GPU-hours span submission → last trajectory; give it a nonzero length
       await L.complete({ itemId: c.item.id, token: c.token, outputRef: 'sha256:o', trajectory: { rolloutId: id, sampleId: 'a', ref: 'sha256:t' } });
       const [d] = await L.claim({ worker: 'w', leaseMs: 30_000, kind: 'cpu' });
       await L.fail({ itemId: d.item.id, token: d.token, error: 'x' });
