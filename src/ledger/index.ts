@@ -4,3 +4,5 @@ export { BlobStore, digestOf, isDigest } from './blobs.js';
 export { SqliteLedger, type SqliteLedgerOptions } from './sqlite.js';
 export { openLedger, resolveLedger, isPostgresUrl, type OpenLedger, type LedgerLocation } from './open.js';
 export { LedgerBusyError, IntegrityError, LedgerVersionError } from './errors.js';
+export { PostgresLedger } from './postgres.js';
+export { checkLedger, type CheckReport } from './check.js';
