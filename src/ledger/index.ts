@@ -4,5 +4,6 @@ export { BlobStore, digestOf, isDigest } from './blobs.js';
 export { SqliteLedger, type SqliteLedgerOptions } from './sqlite.js';
 export { openLedger, resolveLedger, isPostgresUrl, type OpenLedger, type LedgerLocation } from './open.js';
 export { LedgerBusyError, IntegrityError, LedgerVersionError } from './errors.js';
-export { PostgresLedger } from './postgres.js';
+// type only: pg loads lazily through openLedger('postgres://…')
+export type { PostgresLedger } from './postgres.js';
 export { checkLedger, type CheckReport } from './check.js';
