@@ -76,11 +76,13 @@ async function main(): Promise<void> {
   const parent = await svc.create(spec, { name: 'parent' });
   await svc.start(parent.id, { forkable: true });
   await timedExec('parent');
+  const steps: Record<string, number[]> = {};
   const one = { pause: [] as number[], running: [] as number[], ready: [] as number[], exec: [] as number[], pss: [] as number[], rss: [] as number[], disk: [] as number[] };
   for (let i = 0; i < RUNS; i++) {
     const r = await forkMachine(svc, 'parent', { count: 1 });
     const c = r.clones[0];
     one.pause.push(r.pausedMs);
+    for (const [k, v] of Object.entries(r.steps)) (steps[k] ??= []).push(v);
     one.running.push(c.runningMs!);
     one.ready.push(c.readyMs!);
     one.exec.push(c.readyMs! + (await timedExec(c.name)));
@@ -130,6 +132,7 @@ async function main(): Promise<void> {
     { metric: 'disk bytes per clone', unit: 'MiB', value: median(one.disk) / MiB, baseline: median(cold.disk) / MiB, baselineLabel: 'fresh machine dir' },
   ];
   printRows(`smol fork (${RUNS} runs, 256 MiB, ${fs.existsSync('/dev/kvm') ? 'KVM' : 'TCG'}, ${os.cpus().length} cores)`, rows);
+  console.log(`inside the pause (medians, ms; the template copy overlaps the save): ${Object.entries(steps).map(([k, v]) => `${k} ${median(v).toFixed(1)}`).join(', ')}`);
   console.log(`host load average (1/5/15 min): before ${load0.map((x) => x.toFixed(1)).join('/')}, after ${load1.map((x) => x.toFixed(1)).join('/')}`);
 }
 

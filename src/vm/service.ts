@@ -89,7 +89,8 @@ export class MachineService {
       try {
         ch = await this.waitReady(rec, layout, pid, o.bootTimeoutMs ?? DEFAULT_BOOT_TIMEOUT_MS);
         if (!rec.booted) await this.firstBoot(rec, ch, o.onProgress);
-        if (forkable) await installForkHelper(ch);
+        // without the helper a fork still works; only the fork-point handshake is missing
+        if (forkable) await installForkHelper(ch).catch((e: unknown) => o.onProgress?.(`smol-fork-ready not installed: ${(e as Error).message}`));
       } catch (err) {
         ch?.close();
         release();

@@ -76,16 +76,16 @@ export function createQemuForkOps(getBackend: () => Promise<VmBackend>): ForkOps
             req.onDiskMoved?.(frozenDisk);
             steps.snapshot = now() - t;
           }
-          let t = now();
+          const t = now();
           await qmp.execute('migrate', { uri: `exec:cat > ${shq(req.stateFile)}` });
-          await waitMigration(qmp, 60_000, 'saving the device state');
-          steps.save = now() - t;
           if (req.memCopy) {
-            t = now();
-            // the parent resumes into the shared file, so the clones get a copy of it as it is now
+            // the parent resumes into the shared file, so the clones get a copy of it as it is now; the vCPUs
+            // are stopped, so this overlaps with QEMU writing the device state
             sparseCopy(layout.memFile, req.memCopy);
             steps.memCopy = now() - t;
           }
+          await waitMigration(qmp, 60_000, 'saving the device state');
+          steps.save = now() - t;
         } catch (err) {
           await qmp.execute('cont').then(() => { resumed = true; }, () => undefined);
           throw err;
