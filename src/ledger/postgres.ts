@@ -138,14 +138,21 @@ export class PostgresLedger implements Ledger {
       const late = await c.query(`UPDATE items SET status = 'dead', last_error = 'deadline exceeded before it could run', updated_at = $1
         WHERE id IN (SELECT id FROM items WHERE status = 'queued' AND kind = ANY($2) AND deadline_at < $1 LIMIT 500 FOR UPDATE SKIP LOCKED) RETURNING id, rollout_id`, [now, kinds]);
       for (const r of late.rows) await this.event(c, now, 'deadline', Number(r.id), String(r.rollout_id), null);
-      const res = await c.query(`WITH c AS (SELECT id FROM items WHERE status = 'queued' AND kind = ANY($1) AND run_after <= $2 ORDER BY run_after, id LIMIT $3 FOR UPDATE SKIP LOCKED)
-        UPDATE items i SET status = 'leased', attempt = i.attempt + 1, lease_token = gen_random_uuid()::text, lease_owner = $4,
-          lease_expires_at = $2::bigint + $5::bigint, updated_at = $2 FROM c WHERE i.id = c.id RETURNING i.*`, [kinds, now, opts.limit ?? 1, opts.worker, opts.leaseMs]);
-      if (res.rows.length === 0) return [];
+      // one kind per statement: an equality on kind lets the index deliver rows in run_after order
+      const rows: Row[] = [];
+      for (const kind of kinds) {
+        const want = (opts.limit ?? 1) - rows.length;
+        if (want <= 0) break;
+        const res = await c.query(`WITH c AS (SELECT id FROM items WHERE status = 'queued' AND kind = $1 AND run_after <= $2 ORDER BY run_after, id LIMIT $3 FOR UPDATE SKIP LOCKED)
+          UPDATE items i SET status = 'leased', attempt = i.attempt + 1, lease_token = gen_random_uuid()::text, lease_owner = $4,
+            lease_expires_at = $2::bigint + $5::bigint, updated_at = $2 FROM c WHERE i.id = c.id RETURNING i.*`, [kind, now, want, opts.worker, opts.leaseMs]);
+        rows.push(...(res.rows as Row[]));
+      }
+      if (rows.length === 0) return [];
       await c.query(`INSERT INTO attempts (item_id, attempt, token, worker, started_at, outcome)
         SELECT id, att, tok, $4, $5, 'running' FROM unnest($1::bigint[], $2::int[], $3::text[]) AS u(id, att, tok)`,
-      [res.rows.map((r) => r.id), res.rows.map((r) => r.attempt), res.rows.map((r) => r.lease_token), opts.worker, now]);
-      return res.rows.map((r: Row) => ({ item: rowToItem(r), attempt: Number(r.attempt), token: String(r.lease_token), expiresAt: Number(r.lease_expires_at) }));
+      [rows.map((r) => r.id), rows.map((r) => r.attempt), rows.map((r) => r.lease_token), opts.worker, now]);
+      return rows.map((r) => ({ item: rowToItem(r), attempt: Number(r.attempt), token: String(r.lease_token), expiresAt: Number(r.lease_expires_at) }));
     });
   }
 

@@ -112,4 +112,11 @@ export const sqliteMigrations: readonly string[] = [
   ) STRICT;
   CREATE INDEX events_kind ON events(kind, at);
   `,
+  // 2: partial indexes, so enqueueing touches no lease index and finished items leave the ready index
+  `
+  DROP INDEX items_ready;
+  CREATE INDEX items_ready ON items(kind, run_after) WHERE status = 'queued';
+  DROP INDEX items_lease;
+  CREATE INDEX items_lease ON items(lease_expires_at) WHERE status = 'leased';
+  `,
 ];

@@ -69,7 +69,8 @@ export class SqliteLedger implements Ledger {
     const p = (sql: string) => this.db.prepare(sql);
     return {
       insItem: p(`INSERT OR IGNORE INTO items (${ITEM_COLUMNS.join(',')}) VALUES (${ITEM_COLUMNS.map(() => '?').join(',')})`),
-      ready: p(`SELECT * FROM items WHERE status = 'queued' AND kind IN (?, ?) AND run_after <= ? ORDER BY run_after, id LIMIT ?`),
+      // one kind per query: with `kind IN (…)` SQLite sorts every ready row instead of walking the index
+      ready: p(`SELECT * FROM items WHERE status = 'queued' AND kind = ? AND run_after <= ? ORDER BY run_after, id LIMIT ?`),
       lease: p(`UPDATE items SET status = 'leased', attempt = ?, lease_token = ?, lease_owner = ?, lease_expires_at = ?, updated_at = ? WHERE id = ?`),
       insAttempt: p(`INSERT INTO attempts (item_id, attempt, token, worker, started_at, outcome) VALUES (?, ?, ?, ?, ?, 'running')`),
       endAttempt: p(`UPDATE attempts SET outcome = ?, ended_at = ?, error = ? WHERE item_id = ? AND attempt = ?`),
@@ -144,12 +145,15 @@ export class SqliteLedger implements Ledger {
 
   async claim(opts: ClaimOptions): Promise<Claim[]> { return this.claimSync(opts); }
   claimSync(opts: ClaimOptions): Claim[] {
-    const kinds = opts.kind ? [opts.kind, opts.kind] : ['cpu', 'gpu'];
+    const kinds = opts.kind ? [opts.kind] : ['cpu', 'gpu'];
+    const limit = opts.limit ?? 1;
     return this.tx.write('claiming work', () => {
       const now = this.clock();
       this.reclaimLocked(now);
       const out: Claim[] = [];
-      for (const r of this.st.ready.all(kinds[0], kinds[1], now, opts.limit ?? 1) as Row[]) {
+      let rows = kinds.flatMap((k) => this.st.ready.all(k, now, limit) as Row[]);
+      if (kinds.length > 1) rows = rows.sort((a, b) => Number(a.run_after) - Number(b.run_after) || Number(a.id) - Number(b.id)).slice(0, limit);
+      for (const r of rows) {
         const id = Number(r.id);
         if (r.deadline_at !== null && Number(r.deadline_at) < now) {
           this.st.kill.run('deadline exceeded before it could run', now, id);

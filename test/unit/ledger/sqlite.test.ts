@@ -6,6 +6,7 @@ import { describe, expect, it } from 'vitest';
 import Database from 'better-sqlite3';
 import { SqliteLedger } from '../../../src/ledger/sqlite.js';
 import { LedgerVersionError } from '../../../src/ledger/errors.js';
+import { sqliteMigrations } from '../../../src/ledger/sqlite-migrations.js';
 import { ledgerContract, newItem } from './contract.js';
 
 const tmp = () => fs.mkdtempSync(path.join(os.tmpdir(), 'smol-ledger-'));
@@ -22,11 +23,12 @@ describe('sqlite ledger specifics', () => {
     const l = new SqliteLedger({ path: path.join(dir, 'l.db') });
     expect(l.db.pragma('journal_mode', { simple: true })).toBe('wal');
     expect(l.db.pragma('journal_size_limit', { simple: true })).toBe(67108864);
-    expect(l.db.pragma('user_version', { simple: true })).toBe(1);
+    expect(l.db.pragma('user_version', { simple: true })).toBe(sqliteMigrations.length);
+    expect(sqliteMigrations.length).toBeGreaterThanOrEqual(2);
     await l.close();
     // reopening does not re-run migrations
     const again = new SqliteLedger({ path: path.join(dir, 'l.db') });
-    expect(again.db.pragma('user_version', { simple: true })).toBe(1);
+    expect(again.db.pragma('user_version', { simple: true })).toBe(sqliteMigrations.length);
     await again.close();
   });
 
