@@ -45,8 +45,8 @@ export class TxRunner {
         if (waited > this.budgetMs) {
           throw new LedgerBusyError(`${what} failed: ledger stayed locked for ${Math.round(waited)} ms`, { cause: err, hint: 'Another process holds the write lock; retry, or raise SMOL_LEDGER_BUSY_MS.' });
         }
-        // 50 µs doubling to 2 ms, jittered so waiters do not wake in lockstep
-        sleepSync(Math.random() * Math.min(2, 0.05 * 2 ** Math.min(n, 6)));
+        // 100 µs doubling to 4 ms, jittered so waiters do not wake in lockstep or spin the holder off the CPU
+        sleepSync((0.5 + Math.random()) * Math.min(4, 0.1 * 2 ** Math.min(n, 6)));
       }
     }
   }
