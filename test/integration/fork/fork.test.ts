@@ -104,14 +104,25 @@ describe('smol fork (real QEMU)', () => {
     expect((await status('p-1-1')).generation).toBe(2);
   });
 
+  it('with --hold leaves the parent paused and its own memory file as the template', async () => {
+    const r = await smol(['fork', 'p', '--hold', '--name-prefix', 'h', '--json'], { home });
+    expect(r.code, r.stderr).toBe(0);
+    expect(json(r.stdout)).toMatchObject({ held: true, memory: 'shared', clones: [{ name: 'h1', ok: true }] });
+    expect(await sh('h1', 'cat /root/shared; hostname')).toBe('parent-after\nh1\n');
+    const again = await smol(['fork', 'p'], { home });
+    expect(again.code).toBe(67);
+    expect(again.stderr).toMatch(/paused/);
+  });
+
   it('keeps clones running after kill -9 of the parent QEMU; rm refuses the parent until --cascade', async () => {
     process.kill((await status('p')).pid, 'SIGKILL');
     await new Promise((r) => setTimeout(r, 300));
     expect(await sh('p-2', 'echo alive')).toBe('alive\n');
     expect(await sh('p-1-1', 'echo alive')).toBe('alive\n');
+    expect(await sh('h1', 'echo alive')).toBe('alive\n');
     const refused = await smol(['machine', 'rm', '--force', 'p'], { home });
     expect(refused.code).toBe(67);
-    expect(refused.stderr).toMatch(/has 2 clones[\s\S]*--cascade/);
+    expect(refused.stderr).toMatch(/has 3 clones[\s\S]*--cascade/);
     expect((await smol(['machine', 'rm', '--force', '--cascade', 'p'], { home })).code).toBe(0);
     expect(json((await smol(['machine', 'ls', '--json'], { home })).stdout)).toEqual([]);
     expect(qemuProcessesMentioning(home)).toEqual([]);
