@@ -10,3 +10,6 @@ export { parseSmolfile, loadSmolfile } from './smolfile/load.js';
 export { smolfileSchema, type Smolfile } from './smolfile/schema.js';
 export * from './artifact/index.js';
 export { startGpuDaemon, queryGpuDaemon } from './cuda/daemon/index.js';
+export { forkMachine } from './vm/fork/index.js';
+export * from './ledger/index.js';
+export * from './rollout/index.js';
