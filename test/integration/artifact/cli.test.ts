@@ -68,10 +68,10 @@ describe('smol pack (CLI, as a subprocess)', { timeout: 300_000 }, () => {
     expect(JSON.parse(j.stderr)).toMatchObject({ error: { type: 'ArtifactError', exitCode: 76 } });
   });
 
-  it('create: source flags not yet wired say so (69); bad option combinations are validation errors (65)', async () => {
-    const vm = await smol(['create', '--from-vm', 'web', '-o', path.join(dir, 'vm.smolmachine')]);
-    expect(vm.exitCode).toBe(69);
-    expect(vm.stderr).toMatch(/--from-vm is not available yet/);
+  it('create: --from-vm names a missing machine (66); bad option combinations are validation errors (65)', async () => {
+    const vm = await smol(['create', '--from-vm', 'web', '-o', path.join(dir, 'vm.smolmachine')], { SMOL_HOME: path.join(dir, 'home') });
+    expect(vm.exitCode).toBe(66);
+    expect(vm.stderr).toMatch(/no machine named "web"/);
     const both = await smol(['create', '--from-vm', 'web', ...files(), '-o', path.join(dir, 'x.smolmachine')]);
     expect(both.exitCode).toBe(65);
     expect(both.stderr).toMatch(/give exactly one of --from-vm, --image, -s or --kernel\/--initrd \(got --from-vm, --kernel\)/);
