@@ -4,6 +4,7 @@
  */
 import { Readable } from 'node:stream';
 import type { AgentClient } from '../src/vm/agent/index.js';
+import { median, percentile, timeRuns } from './stats.js';
 
 const MiB = 1024 * 1024;
 
@@ -25,18 +26,10 @@ export interface MeasureOptions {
   repeats?: number;
 }
 
-export const quantile = (xs: number[], q: number): number => [...xs].sort((a, b) => a - b)[Math.min(xs.length - 1, Math.floor(q * xs.length))];
-export const median = (xs: number[]): number => quantile(xs, 0.5);
-
-export async function timeIt(n: number, fn: () => Promise<unknown>): Promise<number[]> {
-  const out: number[] = [];
-  for (let i = 0; i < n; i++) {
-    const t0 = performance.now();
-    await fn();
-    out.push(performance.now() - t0);
-  }
-  return out;
-}
+// one definition of percentiles and timing loops for every benchmark (bench/stats.ts)
+export const quantile = (xs: number[], q: number): number => percentile(xs, q * 100);
+export { median };
+export const timeIt = timeRuns;
 
 async function drain(r: Readable): Promise<number> {
   let n = 0;

@@ -20,7 +20,7 @@ export function printRows(title: string, rows: Row[]): void {
   for (const l of lines) console.log(l.map((c, i) => c.padEnd(w[i])).join('  '));
 }
 
-export async function timeRuns(n: number, fn: () => Promise<void>): Promise<number[]> {
+export async function timeRuns(n: number, fn: () => Promise<unknown>): Promise<number[]> {
   const out: number[] = [];
   for (let i = 0; i < n; i++) {
     const t0 = performance.now();
