@@ -52,7 +52,7 @@ async function packBaseline(dir: string, files: string[], out: string): Promise<
 
 /** Checking digests in the whole-stream layout means decompressing it all: zstd -d piped into SHA-256. */
 async function verifyBaseline(file: string): Promise<void> {
-  const child = spawn('zstd', ['-d', '-c', '-q', file], { stdio: ['ignore', 'pipe', 'ignore'] });
+  const { child } = await spawn('zstd', ['-d', '-c', '-q', file], { stdio: ['ignore', 'pipe', 'ignore'] });
   const h = createHash('sha256');
   for await (const c of child.stdout! as AsyncIterable<Buffer>) h.update(c);
   await child;

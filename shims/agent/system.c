@@ -41,6 +41,9 @@ static int add_entropy(const uint8_t *p, uint32_t n) {
     free(r);
   }
   if (rc < 0) rc = write(fd, p, n) == (ssize_t)n ? 0 : -1;
+  /* Adding entropy alone leaves an initialised CRNG on its old key until its next scheduled reseed (up to a
+   * minute), so a restored snapshot or fork clone would keep producing the parent's stream: rekey it now. */
+  if (rc == 0) ioctl(fd, RNDRESEEDCRNG);
   close(fd);
   return rc;
 }

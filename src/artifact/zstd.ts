@@ -65,7 +65,7 @@ export interface DecompressOptions {
 
 /** Streams one stored entry through `zstd -d`, hashing both sides and refusing output past maxBytes. */
 export async function decompressRange(o: DecompressOptions): Promise<number> {
-  const child = spawn('zstd', ['-d', '-c', '-q', '--no-progress'], { stdio: ['pipe', 'pipe', 'pipe'] });
+  const { child } = await spawn('zstd', ['-d', '-c', '-q', '--no-progress'], { stdio: ['pipe', 'pipe', 'pipe'] });
   let stderr = '';
   child.stderr?.on('data', (d: Buffer) => { stderr += d.toString(); });
   const tap = new Transform({

@@ -1,19 +1,22 @@
 /** What command handlers receive: the services, built lazily so `smol --help` opens nothing. */
-import ora, { type Ora } from 'ora';
+import type { Ora } from 'ora';
 import { openRegistry } from '../vm/registry/db.js';
 import { MachineStore } from '../vm/registry/machines.js';
 import { MachineService } from '../vm/service.js';
 import { createQemuEngine } from '../vm/qemu-engine.js';
-import { machinePackSource } from '../vm/pack-source.js';
-import { setMachineSource } from '../artifact/index.js';
+import type { MachineSource } from '../artifact/index.js';
 import fs from 'node:fs';
 import path from 'node:path';
 import { dataPaths, smolHome } from '../util/paths.js';
 
 let service: MachineService | undefined;
 
-// `smol pack create --from-vm/--image/-s` reads machines through this
-setMachineSource(machinePackSource(() => machineService()));
+/** How `smol pack create --from-vm/--image/-s` reads machines; the artifact code loads only here. */
+export async function machineSource(): Promise<MachineSource> {
+  const [{ machinePackSource }, { setMachineSource, getMachineSource }] = await Promise.all([import('../vm/pack-source.js'), import('../artifact/index.js')]);
+  setMachineSource(machinePackSource(() => machineService()));
+  return getMachineSource();
+}
 
 export function machineService(): MachineService {
   if (!service) {
@@ -28,11 +31,23 @@ export interface ProgressReporter { update(msg: string): void; done(msg?: string
 /** A spinner on an interactive stderr; quiet otherwise (or one line per step with SMOL_VERBOSE=1). */
 export function progress(quiet = false): ProgressReporter {
   if (!quiet && process.stderr.isTTY) {
+    // ora loads only on a terminal, in the background: the spinner appears once it has, showing the latest step
     let spinner: Ora | undefined;
+    let text: string | undefined;
+    let finished = false;
+    let make: ((msg: string) => Ora) | undefined;
+    void import('ora').then((m) => {
+      make = (msg) => m.default({ stream: process.stderr, text: msg }).start();
+      if (text !== undefined && !finished) spinner = make(text);
+    });
     return {
-      update: (msg) => { spinner ??= ora({ stream: process.stderr }).start(); spinner.text = msg; },
-      done: (msg) => { if (msg) spinner?.succeed(msg); else spinner?.stop(); spinner = undefined; },
-      fail: () => { spinner?.stop(); spinner = undefined; },
+      update: (msg) => { text = msg; finished = false; if (spinner) spinner.text = msg; else if (make) spinner = make(msg); },
+      done: (msg) => {
+        finished = true;
+        if (msg && spinner) spinner.succeed(msg); else if (msg) process.stderr.write(`${msg}\n`); else spinner?.stop();
+        spinner = undefined;
+      },
+      fail: () => { finished = true; spinner?.stop(); spinner = undefined; },
     };
   }
   const verbose = !quiet && process.env.SMOL_VERBOSE === '1';

@@ -60,7 +60,7 @@ export class ProcessStageRunner implements StageRunner {
     let timedOut = false;
     let aborted = false;
     // its own process group, so a timeout or cancel kills the command's children too
-    const child = spawn(this.prlimit, [...prlimitArgs(r.stage.limits), '--', ...r.stage.command], {
+    const { child } = await spawn(this.prlimit, [...prlimitArgs(r.stage.limits), '--', ...r.stage.command], {
       cwd: r.workDir, env: { ...r.stage.env, ...r.env, SMOL_OUTPUT: outPath }, stdio: [{ file: r.inputPath }, { file: stdoutPath }, { file: stderrPath }], detached: true,
     });
     const killGroup = () => {

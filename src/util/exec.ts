@@ -2,8 +2,15 @@
  * The only module that imports execa (DESIGN.md §7). Everything that starts a subprocess goes through here,
  * so timeouts, signal forwarding and error wording stay consistent.
  */
-import { execa, type Options, type ResultPromise } from 'execa';
+import { constants } from 'node:fs';
+import { access, stat } from 'node:fs/promises';
+import path from 'node:path';
+import type { Options, ResultPromise } from 'execa';
 import { PrerequisiteError, SmolError } from '../errors/index.js';
+
+// execa takes ~100 ms to import; commands that never start a subprocess should not pay for it
+let execaModule: Promise<typeof import('execa')> | undefined;
+const loadExeca = async () => (await (execaModule ??= import('execa'))).execa;
 
 export interface RunResult { stdout: string; stderr: string; exitCode: number }
 
@@ -18,6 +25,7 @@ export interface RunOptions {
 
 /** Run a program to completion and capture its output. Throws SmolError naming the command on failure. */
 export async function run(file: string, args: readonly string[], opts: RunOptions = {}): Promise<RunResult> {
+  const execa = await loadExeca();
   try {
     const r = await execa(file, args, {
       cwd: opts.cwd,
@@ -56,9 +64,13 @@ export interface SpawnOptions {
   detached?: boolean;
 }
 
-/** Start a long-lived process (QEMU, a daemon). The caller owns its lifetime. */
-export function spawn(file: string, args: readonly string[], opts: SpawnOptions = {}): Child {
-  return execa(file, args, {
+/**
+ * Start a long-lived process (QEMU, a daemon). The caller owns its lifetime. The child comes wrapped:
+ * an execa child is a thenable, so returning it bare from an async function would wait for its exit.
+ */
+export async function spawn(file: string, args: readonly string[], opts: SpawnOptions = {}): Promise<{ child: Child }> {
+  const execa = await loadExeca();
+  const child = execa(file, args, {
     cwd: opts.cwd,
     env: opts.env,
     extendEnv: true,
@@ -68,10 +80,19 @@ export function spawn(file: string, args: readonly string[], opts: SpawnOptions 
     buffer: false,
     cleanup: !opts.detached,
   }) as Child;
+  return { child };
 }
 
-/** True when `file` can be found on PATH (or is an existing path). */
+/** The path `file` resolves to on PATH (or itself when it is an existing executable path), like `command -v`. */
 export async function which(file: string): Promise<string | null> {
-  const r = await run('sh', ['-c', `command -v "$1"`, 'sh', file], { allowFailure: true });
-  return r.exitCode === 0 ? r.stdout.trim() : null;
+  const candidates = file.includes('/') ? [file] : (process.env.PATH ?? '').split(':').filter(Boolean).map((d) => path.join(d, file));
+  for (const c of candidates) {
+    try {
+      await access(c, constants.X_OK);
+      if ((await stat(c)).isFile()) return c;
+    } catch {
+      // not here
+    }
+  }
+  return null;
 }

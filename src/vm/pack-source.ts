@@ -10,25 +10,10 @@ import { loadSmolfile } from '../smolfile/load.js';
 import { mergeSpec } from '../smolfile/merge.js';
 import type { Smolfile } from '../smolfile/schema.js';
 import { assetsHome, dataPaths } from '../util/paths.js';
-import { ensureInitramfs, resolveImage } from './image/index.js';
-import { findKernel } from './kernel/index.js';
+import { resolveImage } from './image/index.js';
+import { bootFile, bootFilesFor, hostBootFiles, type BootFiles } from './boot-files.js';
 import type { MachineLayout } from './layout.js';
 import type { MachineService } from './service.js';
-
-export const isArtifactRef = (ref: string) => ref.endsWith('.smolmachine');
-
-/** Kernel and initramfs a machine boots: the artifact's own when it came from one, else this host's. */
-export interface BootFiles { kernel: string; initrd: string; kernelIdentity: string }
-
-const bootFile = (layout: MachineLayout) => path.join(layout.dir, 'boot.json');
-
-export async function hostBootFiles(assets: string): Promise<BootFiles> {
-  const kernel = await findKernel(assets);
-  if (!kernel) throw new PrerequisiteError(`guest kernel missing in ${assets}`, { hint: 'Run `smol setup` (or `npm run setup`) to fetch the guest kernel and build the default image.' });
-  const initrd = await ensureInitramfs(assets, kernel);
-  if (!initrd.hasAgent) throw new PrerequisiteError('the guest agent is not built', { hint: 'Build it with: npm run build (needs gcc and libc6-dev).' });
-  return { kernel: kernel.vmlinux, initrd: initrd.path, kernelIdentity: `${kernel.package}=${kernel.packageVersion}` };
-}
 
 /** Extract (once, cached) and record the artifact's boot files next to the machine; returns its base disk. */
 export async function prepareArtifactImage(file: string, home: string, layout: MachineLayout): Promise<{ base: string; imageId: string; notice?: string }> {
@@ -38,12 +23,6 @@ export async function prepareArtifactImage(file: string, home: string, layout: M
   const boot: BootFiles = { kernel, initrd, kernelIdentity: prep.manifest.kernel?.identity ?? 'artifact' };
   fs.writeFileSync(bootFile(layout), JSON.stringify(boot));
   return { base: disk, imageId: `artifact-${prep.digest.slice(0, 24)}`, notice: prep.notice };
-}
-
-export async function bootFilesFor(layout: MachineLayout, assets: string): Promise<BootFiles> {
-  const f = bootFile(layout);
-  if (fs.existsSync(f)) return JSON.parse(fs.readFileSync(f, 'utf8')) as BootFiles;
-  return hostBootFiles(assets);
 }
 
 function specFields(spec: Smolfile) {

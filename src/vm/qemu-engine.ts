@@ -13,7 +13,7 @@ import type { Engine, ExecHandle, ExecRequest, GuestChannel, LaunchOptions, Prep
 import { createOverlay, resolveImage } from './image/index.js';
 import { findKernel } from './kernel/index.js';
 import { AGENT_PORTS, type MachineLayout } from './layout.js';
-import { bootFilesFor, isArtifactRef, prepareArtifactImage } from './pack-source.js';
+import { bootFilesFor, isArtifactRef } from './boot-files.js';
 import { createQemuForkOps } from './fork/qemu-ops.js';
 
 export interface QemuEngineOptions {
@@ -31,6 +31,7 @@ export function createQemuEngine(home: string, o: QemuEngineOptions = {}): Engin
       onProgress?.(`resolving image ${spec.image}`);
       const sizeBytes = spec.disk ? spec.disk * 1024 * 1024 : undefined;
       if (isArtifactRef(spec.image)) {
+        const { prepareArtifactImage } = await import('./pack-source.js'); // artifact code loads only when used
         const a = await prepareArtifactImage(spec.image, home, layout);
         if (a.notice) o.notice?.(a.notice);
         await createOverlay(a.base, layout.disk, { sizeBytes });

@@ -1,17 +1,29 @@
 /** `smol run`: an ephemeral machine that exists for one command and is removed however the command ends. */
+import { BootError } from '../errors/index.js';
 import type { Smolfile } from '../smolfile/schema.js';
 import type { ExecRequest, Progress } from './engine.js';
 import { execOnChannel, type ExecIo, type ExecResult } from './exec.js';
-import type { MachineService } from './service.js';
+import type { MachineRecord } from './registry/machines.js';
+import { DEFAULT_BOOT_TIMEOUT_MS, type MachineService, type OpenChannel } from './service.js';
 import { attachGpu } from './gpu.js';
+import { captureSnapshot, dropSnapshot, findSnapshot, snapshotEligible, snapshotKey, startFromSnapshot } from './warm.js';
 
-export interface RunOptions { onProgress?: Progress; bootTimeoutMs?: number; name?: string }
+export interface RunOptions {
+  onProgress?: Progress;
+  bootTimeoutMs?: number;
+  name?: string;
+  /** Boot the kernel even when a boot snapshot could be restored (and do not save one). */
+  coldBoot?: boolean;
+  /** Told how the machine came up: restored from a boot snapshot, or booted cold (saving a snapshot or not). */
+  onBoot?: (how: BootKind) => void;
+}
+
+export type BootKind = 'snapshot' | 'cold+saved' | 'cold';
 
 export async function runEphemeral(svc: MachineService, spec: Smolfile, req: ExecRequest, io: ExecIo, o: RunOptions = {}): Promise<ExecResult> {
   const rec = await svc.create(spec, { ephemeral: true, name: o.name, onProgress: o.onProgress });
   try {
-    const started = await svc.start(rec.id, { keepChannel: true, onProgress: o.onProgress, bootTimeoutMs: o.bootTimeoutMs });
-    const { ch, release } = started.channel!;
+    const { ch, release } = await bootForRun(svc, rec, o);
     const gpu = spec.gpu ? await attachGpu(ch, { home: svc.home }).catch(async (err) => { ch.close(); release(); throw err; }) : undefined;
     try {
       return await execOnChannel(ch, { cwd: spec.workdir, ...req, env: { ...spec.env, ...gpu?.env, ...(req.env ?? {}) } }, io);
@@ -23,4 +35,42 @@ export async function runEphemeral(svc: MachineService, spec: Smolfile, req: Exe
   } finally {
     await svc.remove(rec.id, { force: true });
   }
+}
+
+/** Restore from the boot snapshot when there is a usable one; otherwise boot cold and save one on the way. */
+async function bootForRun(svc: MachineService, rec: MachineRecord, o: RunOptions): Promise<OpenChannel> {
+  const cold = async (forkable: boolean) =>
+    (await svc.start(rec.id, { keepChannel: true, forkable, forkHelper: false, onProgress: o.onProgress, bootTimeoutMs: o.bootTimeoutMs })).channel!;
+  if (o.coldBoot || !snapshotEligible(svc, rec)) {
+    o.onBoot?.('cold');
+    return cold(false);
+  }
+  const { key, vm } = await snapshotKey(svc, rec.spec);
+  const snap = findSnapshot(svc.home, key);
+  if (snap) {
+    const timeoutMs = o.bootTimeoutMs ?? DEFAULT_BOOT_TIMEOUT_MS;
+    const t0 = Date.now();
+    try {
+      const ch = await startFromSnapshot(svc, rec, snap, { timeoutMs: Math.min(timeoutMs, 30_000), onProgress: o.onProgress });
+      o.onBoot?.('snapshot');
+      return ch;
+    } catch (err) {
+      if (Date.now() - t0 >= timeoutMs) {
+        throw new BootError(`boot failed: machine "${rec.name}" did not become ready within ${timeoutMs / 1000}s (restoring its boot snapshot)`, { where: rec.name, cause: err, hint: 'Allow more time with --boot-timeout, or boot the kernel with --cold-boot.' });
+      }
+      // a snapshot that does not load never will: drop it, so the cold boot below saves a good one
+      dropSnapshot(snap);
+      o.onProgress?.(`boot snapshot unusable (${(err as Error).message}); booting`);
+    }
+  }
+  const ch = await cold(true);
+  try {
+    o.onProgress?.('saving the boot snapshot');
+    await captureSnapshot(svc, svc.store.get(rec.id), key, vm);
+    o.onBoot?.('cold+saved');
+  } catch (err) {
+    o.onProgress?.(`boot snapshot not saved: ${(err as Error).message}`);
+    o.onBoot?.('cold');
+  }
+  return ch;
 }

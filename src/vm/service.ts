@@ -3,6 +3,7 @@
  * records state in the registry before and after touching processes, so an interrupted smol leaves a
  * record that reconciliation (reconcile.ts) can read truthfully.
  */
+import crypto from 'node:crypto';
 import fs from 'node:fs';
 import path from 'node:path';
 import { BootError, ConflictError, GuestChannelError, SmolError, mapFsError } from '../errors/index.js';
@@ -25,11 +26,13 @@ export interface StartOptions {
   keepChannel?: boolean;
   /** Run this boot with file-backed memory so it can be forked, whatever the spec says. */
   forkable?: boolean;
+  /** Install smol-fork-ready in a forkable machine (default true; a boot snapshot has no use for it). */
+  forkHelper?: boolean;
 }
 
 export interface OpenChannel { ch: GuestChannel; release: () => void }
 
-const DEFAULT_BOOT_TIMEOUT_MS = Number(process.env.SMOL_BOOT_TIMEOUT_MS ?? 60_000);
+export const DEFAULT_BOOT_TIMEOUT_MS = Number(process.env.SMOL_BOOT_TIMEOUT_MS ?? 60_000);
 
 export class MachineService {
   readonly home: string;
@@ -90,7 +93,7 @@ export class MachineService {
         ch = await this.waitReady(rec, layout, pid, o.bootTimeoutMs ?? DEFAULT_BOOT_TIMEOUT_MS);
         if (!rec.booted) await this.firstBoot(rec, ch, o.onProgress);
         // without the helper a fork still works; only the fork-point handshake is missing
-        if (forkable) await installForkHelper(ch).catch((e: unknown) => o.onProgress?.(`smol-fork-ready not installed: ${(e as Error).message}`));
+        if (forkable && o.forkHelper !== false) await installForkHelper(ch).catch((e: unknown) => o.onProgress?.(`smol-fork-ready not installed: ${(e as Error).message}`));
       } catch (err) {
         ch?.close();
         release();
@@ -132,7 +135,7 @@ export class MachineService {
   }
 
   private async firstBoot(rec: MachineRecord, ch: GuestChannel, onProgress?: Progress): Promise<void> {
-    await ch.configure({ hostname: rec.name, timeMs: Date.now() }).catch(() => undefined);
+    await ch.configure({ hostname: rec.name, machineId: crypto.randomBytes(16).toString('hex'), timeMs: Date.now() }).catch(() => undefined);
     for (const [i, cmd] of rec.spec.init.entries()) {
       onProgress?.(`init ${i + 1}/${rec.spec.init.length}: ${cmd}`);
       const h = await ch.exec({ argv: ['/bin/sh', '-c', cmd], env: rec.spec.env, cwd: rec.spec.workdir });

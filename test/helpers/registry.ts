@@ -7,7 +7,7 @@ import { mkdtemp, rm, writeFile } from 'node:fs/promises';
 import net from 'node:net';
 import os from 'node:os';
 import path from 'node:path';
-import { spawn, type Child } from '../../src/util/exec.js';
+import { spawn } from '../../src/util/exec.js';
 
 export const REGISTRY_BIN = '/usr/bin/docker-registry';
 export const hasRegistry = (): boolean => existsSync(REGISTRY_BIN);
@@ -42,7 +42,7 @@ export async function startRegistry(): Promise<TestRegistry> {
     `  addr: 127.0.0.1:${port}`,
     '',
   ].join('\n'));
-  const child: Child = spawn(REGISTRY_BIN, ['serve', config], { stdio: ['ignore', 'ignore', 'pipe'] });
+  const { child } = await spawn(REGISTRY_BIN, ['serve', config], { stdio: ['ignore', 'ignore', 'pipe'] });
   let stderr = '';
   child.stderr?.on('data', (d: Buffer) => { stderr += d.toString(); });
   const host = `127.0.0.1:${port}`;

@@ -13,6 +13,7 @@ export const runOptionsSchema = z.object({
   tty: z.boolean().optional(),
   name: z.string().optional(),
   bootTimeout: durationSchema.optional(),
+  coldBoot: z.boolean().optional(),
 }).passthrough();
 
 /** `smol run -- CMD…`: boot a throwaway machine, run one command, remove the machine however it ends. */
@@ -25,6 +26,7 @@ export function register(program: Command): void {
     .option('-t, --tty', 'give the command a terminal')
     .option('--name <name>', 'name for the throwaway machine')
     .option('--boot-timeout <duration>', 'how long to wait for the guest (default 60s)')
+    .option('--cold-boot', 'boot the kernel instead of restoring the saved boot snapshot')
     .action(async (command: string[], opts: Record<string, unknown>) => {
       const o = parseFlags(runOptionsSchema, opts);
       const spec = specFromFlags(opts);
@@ -35,7 +37,7 @@ export function register(program: Command): void {
       try {
         const res = await runEphemeral(machineService(), spec, {
           argv, tty: term.tty, rows: process.stdout.rows, cols: process.stdout.columns,
-        }, { ...term.io, onStart: (h) => { p.done(); term.io.onStart?.(h); } }, { name: o.name, bootTimeoutMs: o.bootTimeout, onProgress: (m) => p.update(m) });
+        }, { ...term.io, onStart: (h) => { p.done(); term.io.onStart?.(h); } }, { name: o.name, bootTimeoutMs: o.bootTimeout, coldBoot: o.coldBoot, onProgress: (m) => p.update(m) });
         process.exitCode = exitCodeOf(res);
       } finally {
         p.done();

@@ -5,6 +5,7 @@
  */
 import { readFile } from 'node:fs/promises';
 import { run } from '../../util/exec.js';
+import { cachedProbe } from '../../util/probe-cache.js';
 
 export interface TscReading { khz: number; source: string }
 
@@ -30,7 +31,9 @@ let cached: TscReading | null | undefined;
 /** Best available reading, or null when no source is trustworthy (the caller then omits the parameter). */
 export async function detectHostTscKhz(): Promise<TscReading | null> {
   if (cached !== undefined) return cached;
-  cached = await detect();
+  // the TSC rate is fixed for a host boot; dmesg costs a subprocess on every command otherwise
+  const bootId = (await readFile('/proc/sys/kernel/random/boot_id', 'utf8').catch(() => '')).trim();
+  cached = bootId ? await cachedProbe('host-tsc', bootId, detect) : await detect();
   return cached;
 }
 

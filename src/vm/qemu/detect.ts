@@ -1,6 +1,7 @@
 /** What this host offers QEMU: the binaries, KVM, vhost-vsock. Each probe is cheap and side-effect free. */
 import { constants } from 'node:fs';
-import { access, open } from 'node:fs/promises';
+import { access, open, stat } from 'node:fs/promises';
+import { cachedProbe } from '../../util/probe-cache.js';
 import { run, which } from '../../util/exec.js';
 
 export const QEMU_SYSTEM = 'qemu-system-x86_64';
@@ -24,10 +25,21 @@ export async function vhostVsockAvailable(dev = '/dev/vhost-vsock'): Promise<boo
 
 export interface QemuInstall { path: string; version: string }
 
-export async function findQemu(): Promise<QemuInstall | null> {
+let found: Promise<QemuInstall | null> | undefined;
+
+/** Memoised, and the version is cached on disk per binary: running `qemu --version` costs ~100 ms a command. */
+export function findQemu(): Promise<QemuInstall | null> {
+  found ??= probeQemu();
+  return found;
+}
+
+async function probeQemu(): Promise<QemuInstall | null> {
   const p = await which(QEMU_SYSTEM);
   if (!p) return null;
-  const r = await run(p, ['--version'], { allowFailure: true, timeoutMs: 10_000 });
-  const version = /version (\S+)/.exec(r.stdout)?.[1] ?? 'unknown';
-  return { path: p, version };
+  const st = await stat(p);
+  const version = await cachedProbe('qemu-version', `${p}:${st.size}:${st.mtimeMs}:${st.ino}`, async () => {
+    const r = await run(p, ['--version'], { allowFailure: true, timeoutMs: 10_000 });
+    return /version (\S+)/.exec(r.stdout)?.[1] ?? null;
+  });
+  return { path: p, version: version ?? 'unknown' };
 }

@@ -83,7 +83,7 @@ describe('smol pack (CLI, as a subprocess)', { timeout: 300_000 }, () => {
     const big = path.join(dir, 'big.raw');
     await writeFile(big, randomBytes(96 << 20));
     const out = path.join(dir, 'killed.smolmachine');
-    const child = spawn(process.execPath, ['--import', 'tsx', path.join(here, 'pack-cli.ts'), 'pack', 'create', '--kernel', inputs.kernel, '--initrd', inputs.initrd, '--disk', big, '-o', out]);
+    const { child } = await spawn(process.execPath, ['--import', 'tsx', path.join(here, 'pack-cli.ts'), 'pack', 'create', '--kernel', inputs.kernel, '--initrd', inputs.initrd, '--disk', big, '-o', out]);
     // kill once packing is under way (its staging directory exists), before it can finish
     for (let i = 0; i < 400 && !(await readdir(dir)).some((n) => n.startsWith('.killed.smolmachine.')); i++) await new Promise((r) => setTimeout(r, 25));
     child.kill('SIGKILL');

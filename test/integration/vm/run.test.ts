@@ -104,7 +104,8 @@ describe('smol run: bad input', () => {
   });
 
   it('bounds the wait for a guest that never becomes ready and shows the console', async () => {
-    const r = await smol(['run', '--boot-timeout', '0.3s', '--', 'true'], { home });
+    // a restored snapshot can be ready within 0.3 s; a kernel boot cannot
+    const r = await smol(['run', '--cold-boot', '--boot-timeout', '0.3s', '--', 'true'], { home });
     expect(r.code).toBe(71);
     expect(r.stderr).toMatch(/did not become ready/);
     expect(qemuProcessesMentioning(home)).toEqual([]);

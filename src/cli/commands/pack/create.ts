@@ -1,9 +1,10 @@
 import { Option, type Command } from 'commander';
 import ora from 'ora';
 import { z } from 'zod';
-import { getMachineSource, packArtifact, type PackProgress, type ResolvedSource } from '../../../artifact/index.js';
+import { packArtifact, type PackProgress, type ResolvedSource } from '../../../artifact/index.js';
 import { UserError } from '../../../errors/index.js';
 import { formatBytes, printJson } from '../../output.js';
+import { machineSource } from '../../context.js';
 
 const toInt = (v: string) => Number.parseInt(v, 10);
 
@@ -42,7 +43,7 @@ function defaultCreatedAt(): string | undefined {
 }
 
 async function resolve(o: z.infer<typeof createSchema>): Promise<ResolvedSource> {
-  const src = getMachineSource();
+  const src = await machineSource();
   if (o.fromVm) return src.fromVm(o.fromVm, { withMemory: o.withMemory });
   if (o.image) return src.fromImage(o.image);
   if (o.smolfile) return src.fromSmolfile(o.smolfile, { withMemory: o.withMemory });

@@ -1,0 +1,149 @@
+/**
+ * Boot snapshots: `smol run` restores a throwaway machine from a saved, freshly booted one instead of booting
+ * the kernel again (the fork machinery of DESIGN.md §3 applied to a machine that has done nothing yet).
+ * The first run on a setup boots cold and saves the snapshot just after the agent answers and the Smolfile's
+ * init ran, before the user's command; later runs map its RAM copy-on-write and load its device state.
+ * A snapshot is keyed by everything that shapes the booted guest, so a new kernel, initramfs, QEMU build or
+ * machine size simply misses, and one that fails to load is deleted and the run boots cold.
+ */
+import crypto from 'node:crypto';
+import fs from 'node:fs';
+import path from 'node:path';
+import type { Smolfile } from '../smolfile/schema.js';
+import { assetsHome, dataPaths } from '../util/paths.js';
+import { hostBootFiles } from './boot-files.js';
+import type { GuestChannel, Progress } from './engine.js';
+import type { ForkOps, VmIdentity } from './fork/types.js';
+import { AGENT_PORTS } from './layout.js';
+import type { MachineRecord } from './registry/machines.js';
+import type { MachineService } from './service.js';
+
+/** Bumped whenever what a snapshot holds changes meaning. */
+const FORMAT = 1;
+/** Snapshots kept per assets dir; the least recently used go first. */
+const KEEP = 4;
+const PORT = 0;
+
+export interface BootSnapshot { key: string; dir: string; stateFile: string; memFile: string }
+
+interface SnapshotMeta { format: number; key: string; vm: VmIdentity; createdAt: string; memBytes: number; stateBytes: number; captureMs: number }
+
+export const snapshotsDir = (home: string) => path.join(dataPaths(assetsHome({ ...process.env, SMOL_HOME: home })).cache, 'boot-snapshots');
+
+/** Only throwaway machines without a disk or a NIC qualify: their whole state is the RAM and the devices. */
+export function snapshotEligible(svc: MachineService, rec: MachineRecord): boolean {
+  return !!svc.engine.fork && svc.isDiskless(rec) && !rec.spec.net && process.env.SMOL_BOOT_SNAPSHOTS !== '0';
+}
+
+export async function snapshotKey(svc: MachineService, spec: Smolfile): Promise<{ key: string; vm: VmIdentity }> {
+  const vm = await svc.engine.fork!.identity(spec.memory);
+  const boot = await hostBootFiles(assetsHome({ ...process.env, SMOL_HOME: svc.home }));
+  const st = fs.statSync(boot.kernel);
+  const parts = {
+    format: FORMAT, vm, cpus: spec.cpus, ports: AGENT_PORTS, kernel: boot.kernelIdentity, kernelFile: `${boot.kernel}:${st.size}:${st.mtimeMs}`,
+    initrd: boot.initrd, init: spec.init, env: spec.init.length ? spec.env : {}, workdir: spec.init.length ? spec.workdir : null,
+  };
+  return { key: crypto.createHash('sha256').update(JSON.stringify(parts)).digest('hex').slice(0, 32), vm };
+}
+
+export function findSnapshot(home: string, key: string): BootSnapshot | null {
+  const dir = path.join(snapshotsDir(home), key);
+  const snap = { key, dir, stateFile: path.join(dir, 'state'), memFile: path.join(dir, 'mem') };
+  if (!fs.existsSync(path.join(dir, 'meta.json')) || !fs.existsSync(snap.stateFile) || !fs.existsSync(snap.memFile)) return null;
+  try {
+    const now = new Date();
+    fs.utimesSync(path.join(dir, 'meta.json'), now, now); // LRU order for pruning
+  } catch {
+    // a read-only cache still serves
+  }
+  return snap;
+}
+
+export function dropSnapshot(snap: BootSnapshot): void {
+  fs.rmSync(snap.dir, { recursive: true, force: true });
+}
+
+/**
+ * Saves the running machine (booted forkable, nothing run yet) as the snapshot for key. The machine pauses
+ * for the device-state save and the RAM copy, then continues. Losing a race with another run is fine.
+ */
+export async function captureSnapshot(svc: MachineService, rec: MachineRecord, key: string, vm: VmIdentity): Promise<BootSnapshot> {
+  const root = snapshotsDir(svc.home);
+  fs.mkdirSync(root, { recursive: true });
+  const tmp = fs.mkdtempSync(path.join(root, '.tmp-'));
+  try {
+    const layout = svc.layout(rec);
+    const t0 = performance.now();
+    const cap = await svc.engine.fork!.capture(layout, { stateFile: path.join(tmp, 'state'), nextDisk: null, memCopy: path.join(tmp, 'mem'), hold: false });
+    const meta: SnapshotMeta = {
+      format: FORMAT, key, vm, createdAt: new Date().toISOString(), memBytes: fs.statSync(path.join(tmp, 'mem')).blocks * 512,
+      stateBytes: cap.stateBytes, captureMs: Math.round(performance.now() - t0),
+    };
+    fs.writeFileSync(path.join(tmp, 'meta.json'), `${JSON.stringify(meta, null, 2)}\n`);
+    const dir = path.join(root, key);
+    try {
+      fs.renameSync(tmp, dir);
+    } catch {
+      fs.rmSync(tmp, { recursive: true, force: true }); // another run saved the same snapshot first
+    }
+    prune(root, KEEP);
+    return { key, dir, stateFile: path.join(dir, 'state'), memFile: path.join(dir, 'mem') };
+  } catch (err) {
+    fs.rmSync(tmp, { recursive: true, force: true });
+    throw err;
+  }
+}
+
+/**
+ * Starts rec from the snapshot: launch paused on the template, load the state, then give the guest its own
+ * identity (hostname, machine-id, clock, and fresh entropy: there is no VMGENID to reseed the RNG otherwise).
+ * Returns the channel on the port the snapshot was taken through. On failure QEMU is gone and rec is stopped.
+ */
+export async function startFromSnapshot(svc: MachineService, rec: MachineRecord, snap: BootSnapshot, o: { timeoutMs: number; onProgress?: Progress }): Promise<{ ch: GuestChannel; release: () => void }> {
+  const ops: ForkOps = svc.engine.fork!;
+  const layout = svc.layout(rec);
+  const unlock = svc.store.lock(rec.id, 'start', rec.name);
+  try {
+    svc.store.update(rec.id, { state: 'starting', lastError: null });
+    fs.mkdirSync(layout.runDir, { recursive: true });
+    o.onProgress?.('restoring the boot snapshot');
+    const pid = await svc.engine.launch(rec.spec, layout, { diskless: true, forkable: false, clone: { memFile: snap.memFile } });
+    svc.store.update(rec.id, { pid, startedAt: Date.now() });
+    const release = svc.store.lock(`${rec.id}#p${PORT}`, 'channel', rec.name);
+    let ch: GuestChannel | undefined;
+    try {
+      await ops.restore(layout, snap.stateFile, o.timeoutMs);
+      ch = await svc.engine.connect(layout, PORT, o.timeoutMs);
+      await ch.configure({ hostname: rec.name, machineId: crypto.randomBytes(16).toString('hex'), entropy: crypto.randomBytes(64), timeMs: Date.now() });
+    } catch (err) {
+      ch?.close();
+      release();
+      throw err;
+    }
+    svc.store.update(rec.id, { state: 'running', booted: true });
+    return { ch, release };
+  } catch (err) {
+    const cur = svc.store.get(rec.id);
+    if (cur.pid) await svc.engine.terminate(cur.pid, layout, 0).catch(() => undefined);
+    svc.store.update(rec.id, { state: 'stopped', pid: null, booted: false, lastError: (err as Error).message });
+    throw err;
+  } finally {
+    unlock();
+  }
+}
+
+function prune(root: string, keep: number): void {
+  for (const n of fs.readdirSync(root).filter((x) => x.startsWith('.tmp-'))) {
+    const p = path.join(root, n);
+    // a capture killed with -9 leaves its temp dir; a live one finishes in well under a minute
+    try { if (Date.now() - fs.statSync(p).mtimeMs > 10 * 60_000) fs.rmSync(p, { recursive: true, force: true }); } catch { /* gone already */ }
+  }
+  const entries = fs.readdirSync(root).filter((n) => !n.startsWith('.')).map((n) => {
+    try {
+      return { n, t: fs.statSync(path.join(root, n, 'meta.json')).mtimeMs };
+    } catch {
+      return { n, t: 0 };
+    }
+  }).sort((a, b) => b.t - a.t);
+  for (const e of entries.slice(keep)) fs.rmSync(path.join(root, e.n), { recursive: true, force: true });
+}
