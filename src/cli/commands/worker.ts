@@ -23,8 +23,10 @@ export const workerSchema = z.strictObject({
   grace: duration.default(10_000),
   exitWhenIdle: duration.optional(),
   window: duration.default(5000),
+  warmMachine: z.string().min(1).optional(),
+  smolfile: z.string().min(1).optional(),
   json: z.boolean().optional(),
-});
+}).refine((o) => o.isolation === 'vm' || (!o.warmMachine && !o.smolfile), { path: ['isolation'], message: '--warm-machine and --smolfile need --isolation vm' });
 
 /** SMOL_WORKER_FAULT="after-claim=MS,after-output=MS": pauses for fault-injection tests. */
 function faultsFromEnv(): { afterClaimMs?: number; afterOutputMs?: number } {
@@ -51,16 +53,27 @@ function describe(e: WorkerEvent): string | null {
   }
 }
 
-/** The integrator can inject a VM-backed runner here (see StageRunner); process isolation is built in. */
+/** A program embedding the CLI may inject its own VM runner; otherwise `--isolation vm` builds the microVM one. */
 let injectedRunner: StageRunner | undefined;
 export function setVmStageRunner(r: StageRunner): void { injectedRunner = r; }
+
+/** The microVM runner over this SMOL_HOME's machines; loaded only for --isolation vm (it pulls in the VM code). */
+async function vmStageRunner(o: { warmMachine?: string; smolfile?: string }): Promise<StageRunner> {
+  if (injectedRunner) return injectedRunner;
+  const [{ VmStageRunner }, { machineService }, { specFromFlags }] = await Promise.all([
+    import('../../rollout/vm-stage-runner.js'), import('../context.js'), import('../machine-options.js'),
+  ]);
+  return VmStageRunner.create({ svc: machineService(), spec: specFromFlags({ smolfile: o.smolfile }), warmMachine: o.warmMachine });
+}
 
 export function register(program: Command): void {
   ledgerOption(program.command('worker')
     .description('claim and run rollout items with leases (CPU stages as subprocesses, GPU stages via the gateway)')
     .option('--concurrency <n>', 'items at once; without it the worker adapts up to 2×CPUs')
     .option('--adaptive', 'with --concurrency: start at 1 and scale up to N only while completed items/s rises')
-    .option('--isolation <mode>', 'process or vm', 'process')
+    .option('--isolation <mode>', 'process, or vm: each attempt in a fresh microVM', 'process')
+    .option('--warm-machine <name>', 'with --isolation vm: fork each attempt\'s VM from this running forkable machine')
+    .option('-s, --smolfile <file>', 'with --isolation vm and no warm machine: the throwaway VM\'s Smolfile')
     .option('--gateway <url>', 'inference gateway for GPU stages (without it only CPU stages are claimed)')
     .option('--kind <kind>', 'claim only cpu or gpu stages, or all')
     .option('--lease <duration>', 'lease length; renewed every third of it', '30s')
@@ -70,7 +83,7 @@ export function register(program: Command): void {
     .option('--json', 'print events as JSON lines on stdout'))
     .action(async (raw: unknown) => {
       const opts = workerSchema.parse(raw);
-      const runner = await createStageRunner(opts.isolation, opts.isolation === 'vm' ? injectedRunner : undefined);
+      const runner = await createStageRunner(opts.isolation, opts.isolation === 'vm' ? await vmStageRunner(opts) : undefined);
       await withLedger(opts.ledger, async (l) => {
         const adaptive = opts.concurrency === undefined ? true : opts.adaptive ?? false;
         const worker = new Worker({
@@ -85,7 +98,8 @@ export function register(program: Command): void {
         const onSignal = () => worker.stop(opts.grace);
         process.once('SIGTERM', onSignal);
         process.once('SIGINT', onSignal);
-        if (!opts.json) process.stderr.write(`worker ${worker.id}: ${runner.isolation} isolation, concurrency ${adaptive ? `adaptive 1..${worker.concurrency.max}` : worker.concurrency.max}, ledger ${l.location.ledger}\n`);
+        const vmFrom = runner.isolation === 'vm' ? (opts.warmMachine ? ` (forked from ${opts.warmMachine})` : ' (throwaway machines)') : '';
+        if (!opts.json) process.stderr.write(`worker ${worker.id}: ${runner.isolation} isolation${vmFrom}, concurrency ${adaptive ? `adaptive 1..${worker.concurrency.max}` : worker.concurrency.max}, ledger ${l.location.ledger}\n`);
         try {
           await worker.run();
         } finally {

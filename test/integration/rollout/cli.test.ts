@@ -47,9 +47,12 @@ describe('smol rollout / ledger / worker commands', () => {
     expect((await smolRun(['rollout', 'show', 'nope'], env)).code).toBe(66);
   });
 
-  it('refuses --isolation vm without a VM stage runner (exit 69)', async () => {
-    const r = await smolRun(['worker', '--isolation', 'vm', '--exit-when-idle', '1s'], env);
-    expect(r.code).toBe(69);
-    expect(r.stderr).toContain('--isolation vm is not available');
+  it('checks --isolation vm flags: a missing warm machine is 66, --warm-machine without vm isolation is 65', async () => {
+    const missing = await smolRun(['worker', '--isolation', 'vm', '--warm-machine', 'nope', '--exit-when-idle', '1s'], env);
+    expect(missing.code).toBe(66);
+    expect(missing.stderr).toContain('no machine named "nope"');
+    const mixed = await smolRun(['worker', '--warm-machine', 'nope', '--exit-when-idle', '1s'], env);
+    expect(mixed.code).toBe(65);
+    expect(mixed.stderr).toContain('--warm-machine and --smolfile need --isolation vm');
   });
 });

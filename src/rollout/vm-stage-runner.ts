@@ -1,0 +1,251 @@
+/**
+ * `--isolation vm`: each attempt runs in a fresh microVM. With a warm machine (running, started forkable)
+ * the attempt forks one clone from it; otherwise it restores a throwaway machine from the boot snapshot
+ * (runEphemeral). Either way the VM exists for this attempt only and is removed however it ends.
+ *
+ * The input goes in on the command's stdin through the guest channel and the output comes back on stdout,
+ * so both paths share one small guest-side wrapper (below) and the worker stores the output by digest
+ * exactly as for process isolation. A deadline or cancel kills the VM's QEMU: a stuck guest cannot hold
+ * the attempt, and nothing of it survives.
+ */
+import crypto from 'node:crypto';
+import fs from 'node:fs';
+import { Writable } from 'node:stream';
+import { ConflictError, ForkError, NotFoundError } from '../errors/index.js';
+import type { Smolfile } from '../smolfile/schema.js';
+import type { ExecHandle, ExecRequest } from '../vm/engine.js';
+import { execOnChannel, type ExecIo, type ExecResult } from '../vm/exec.js';
+import { forkMachine } from '../vm/fork/fork.js';
+import { pidAlive } from '../vm/registry/machines.js';
+import { runEphemeral } from '../vm/run.js';
+import type { MachineService } from '../vm/service.js';
+import type { CpuStage } from './manifest.js';
+import type { StageOutcome, StageRun, StageRunner } from './stage-runner.js';
+
+/**
+ * Runs in the guest's /bin/sh: copies stdin to $SMOL_INPUT, runs the command on it in a fresh directory
+ * under the stage's limits (a subshell, so the final cat is not limited), then prints $SMOL_OUTPUT if the
+ * command wrote it, else the command's stdout. The command's exit status is the wrapper's.
+ */
+const WRAPPER = [
+  'd=$(mktemp -d /tmp/smol-stage.XXXXXX) || exit 70',
+  'export SMOL_INPUT="$d/input" SMOL_OUTPUT="$d/output"',
+  'cat > "$SMOL_INPUT" || exit 70',
+  'cd "$d"',
+  '(eval "$SMOL_LIMITS" && exec "$@") < "$SMOL_INPUT" > "$d/stdout"',
+  'rc=$?',
+  'if [ -f "$SMOL_OUTPUT" ]; then cat "$SMOL_OUTPUT"; else cat "$d/stdout"; fi',
+  'rm -rf "$d"',
+  'exit $rc',
+].join('\n');
+
+/** Shell ulimit lines for a stage's limits (the VM's own memory size bounds it too). */
+export function ulimitScript(l: CpuStage['limits']): string {
+  const a: string[] = [];
+  if (l.cpuSeconds) a.push(`ulimit -t ${l.cpuSeconds}`);
+  if (l.memoryMiB) a.push(`ulimit -v ${l.memoryMiB * 1024}`);
+  if (l.openFiles) a.push(`ulimit -n ${l.openFiles}`);
+  return a.join(' && ') || 'true';
+}
+
+/** Machines this runner creates are named stage-<worker pid>-<random>; a restarted worker reaps dead workers' ones. */
+const NAME_RE = /^stage-(\d+)-[0-9a-f]{8}(-\d+)?$/;
+
+export interface VmStageRunnerOptions {
+  svc: MachineService;
+  /** The throwaway machine's spec (image, memory, env) when there is no warm machine. */
+  spec: Smolfile;
+  /** A running machine started forkable: each attempt forks one clone from it. */
+  warmMachine?: string;
+  /** Cap on a throwaway machine's boot (restoring the snapshot, or a cold boot on the first run). */
+  bootTimeoutMs?: number;
+}
+
+export class VmStageRunner implements StageRunner {
+  readonly isolation = 'vm' as const;
+  /** Forks of the warm machine go one at a time: the parent's fork lock is per process, not per call. */
+  private forkQueue: Promise<unknown> = Promise.resolve();
+
+  private constructor(private readonly o: VmStageRunnerOptions) {}
+
+  /** Checks the warm machine and removes stage machines whose worker died (SIGKILL leaves their QEMU running). */
+  static async create(o: VmStageRunnerOptions): Promise<VmStageRunner> {
+    if (o.warmMachine) {
+      const rec = o.svc.refresh(o.svc.store.get(o.warmMachine));
+      if (rec.state !== 'running') {
+        throw new ConflictError(`warm machine "${rec.name}" is not running (state: ${rec.state})`, { hint: `Start it forkable: smol machine start ${rec.name} --forkable` });
+      }
+    }
+    await reapStageMachines(o.svc);
+    return new VmStageRunner(o);
+  }
+
+  async run(r: StageRun): Promise<StageOutcome> {
+    const name = `stage-${process.pid}-${crypto.randomBytes(4).toString('hex')}`;
+    const vm = new StageVm(this.o.svc);
+    const stdout = new CappedSink(r.stage.limits.maxOutputBytes, () => vm.kill());
+    const stderr = new TailSink(4096);
+    let timedOut = false;
+    let aborted = false;
+    const timer = setTimeout(() => { timedOut = true; vm.kill(); }, r.timeoutMs);
+    const onAbort = () => { aborted = true; vm.kill(); };
+    r.signal.addEventListener('abort', onAbort, { once: true });
+    if (r.signal.aborted) onAbort();
+    const req: ExecRequest = {
+      argv: ['/bin/sh', '-c', WRAPPER, 'smol-stage', ...r.stage.command],
+      env: { ...r.stage.env, ...r.env, SMOL_LIMITS: ulimitScript(r.stage.limits) },
+    };
+    const io: ExecIo = { stdin: fs.createReadStream(r.inputPath), stdout, stderr, onStart: (h) => vm.started(h) };
+    const deadline = Date.now() + r.timeoutMs;
+    if (!this.o.warmMachine) vm.track(name);
+    try {
+      const res = this.o.warmMachine
+        ? await this.inClone(this.o.warmMachine, `${name}-`, req, io, vm, deadline)
+        : await runEphemeral(this.o.svc, this.o.spec, req, io, {
+          name, bootTimeoutMs: Math.max(1000, Math.min(r.timeoutMs, this.o.bootTimeoutMs ?? Infinity)),
+        });
+      if (stdout.overflowed) return { exitCode: null, signal: 'SIGXFSZ', output: Buffer.alloc(0), stderrTail: `output exceeds ${r.stage.limits.maxOutputBytes} bytes`, timedOut, aborted };
+      return { exitCode: res.code, signal: res.signal, output: stdout.contents(), stderrTail: stderr.tail(), timedOut, aborted };
+    } catch (err) {
+      // a killed VM ends its exec with a channel error; only an unprovoked failure is worth reporting
+      const why = timedOut || aborted || stdout.overflowed ? '' : `microVM failed: ${(err as Error).message}`;
+      return { exitCode: null, signal: stdout.overflowed ? 'SIGXFSZ' : null, output: Buffer.alloc(0), stderrTail: why, timedOut, aborted };
+    } finally {
+      clearTimeout(timer);
+      r.signal.removeEventListener('abort', onAbort);
+      (io.stdin as fs.ReadStream).destroy();
+    }
+  }
+
+  private async inClone(warm: string, prefix: string, req: ExecRequest, io: ExecIo, vm: StageVm, deadline: number): Promise<ExecResult> {
+    const svc = this.o.svc;
+    const clone = await this.forkOne(warm, prefix, deadline, vm);
+    try {
+      vm.track(clone);
+      if (vm.killed) throw new Error('stopped before the clone ran');
+      const { ch, release } = await svc.channel(clone);
+      try {
+        return await execOnChannel(ch, req, io);
+      } finally {
+        ch.close();
+        release();
+      }
+    } finally {
+      await svc.remove(clone, { force: true }).catch(() => undefined);
+    }
+  }
+
+  /** One clone of the warm machine, waiting for other workers' forks of it (a ConflictError) until the deadline. */
+  private forkOne(warm: string, prefix: string, deadline: number, vm: StageVm): Promise<string> {
+    const attempt = async (): Promise<string> => {
+      for (;;) {
+        if (vm.killed) throw new Error('stopped before the fork');
+        try {
+          const r = await forkMachine(this.o.svc, warm, { count: 1, namePrefix: prefix });
+          const c = r.clones[0];
+          if (!c?.ok) throw new ForkError(`fork of "${warm}" failed: ${c?.error ?? 'no clone'}`, { where: warm });
+          return c.name;
+        } catch (err) {
+          const busy = err instanceof ConflictError || (err instanceof ForkError && /busy/.test(err.message));
+          if (!busy || Date.now() + 100 > deadline) throw err;
+          await new Promise((res) => setTimeout(res, 20 + Math.random() * 80));
+        }
+      }
+    };
+    const p = this.forkQueue.then(attempt, attempt);
+    this.forkQueue = p.catch(() => undefined);
+    return p;
+  }
+}
+
+/**
+ * The attempt's machine, so a deadline or cancel can kill its QEMU. Before the command has started the kill
+ * waits for it: killing a throwaway machine while it restores its boot snapshot would make runEphemeral
+ * discard a good snapshot and boot cold (the boot itself is bounded by bootTimeoutMs).
+ */
+class StageVm {
+  private name: string | null = null;
+  private running = false;
+  killed = false;
+  constructor(private readonly svc: MachineService) {}
+
+  track(name: string): void { this.name = name; }
+
+  started(h: ExecHandle): void {
+    this.running = true;
+    if (this.killed) this.terminate(h);
+  }
+
+  kill(): void {
+    if (this.killed) return;
+    this.killed = true;
+    if (this.running) this.terminate();
+  }
+
+  private terminate(h?: ExecHandle): void {
+    h?.signal('SIGKILL');
+    const rec = this.name ? this.svc.store.find(this.name) : null;
+    if (rec?.pid) void this.svc.engine.terminate(rec.pid, this.svc.layout(rec), 0).catch(() => undefined);
+  }
+}
+
+/** Removes stage machines (and their QEMU) left by workers that are gone. */
+export async function reapStageMachines(svc: MachineService): Promise<number> {
+  let n = 0;
+  for (const rec of svc.store.list()) {
+    const m = NAME_RE.exec(rec.name);
+    if (!m || pidAlive(Number(m[1])) || svc.store.lockHolder(rec.id) !== null) continue;
+    try {
+      // a worker killed between QEMU's start and the registry update leaves a QEMU known only to its pidfile
+      const layout = svc.layout(rec);
+      const orphan = Number(fs.readFileSync(layout.pidFile, 'utf8').trim() || 0);
+      if (orphan > 1 && orphan !== rec.pid && ownsQemu(orphan, layout.dir)) await svc.engine.terminate(orphan, layout, 0).catch(() => undefined);
+    } catch {
+      // no pidfile: QEMU never started
+    }
+    try {
+      await svc.remove(rec.id, { force: true, cascade: true });
+      n++;
+    } catch (err) {
+      if (!(err instanceof NotFoundError)) throw err;
+    }
+  }
+  return n;
+}
+
+/** Whether pid is still the QEMU of the machine whose files are in dir (a pid can be reused). */
+function ownsQemu(pid: number, dir: string): boolean {
+  try {
+    return fs.readFileSync(`/proc/${pid}/cmdline`, 'utf8').includes(dir);
+  } catch {
+    return false;
+  }
+}
+
+/** Keeps stdout up to a cap; past it, calls onOverflow once (the VM is killed) and drops the rest. */
+class CappedSink extends Writable {
+  private readonly chunks: Buffer[] = [];
+  private size = 0;
+  overflowed = false;
+  constructor(private readonly cap: number, private readonly onOverflow: () => void) { super(); }
+  override _write(chunk: Buffer, _enc: BufferEncoding, cb: () => void): void {
+    if (!this.overflowed) {
+      this.size += chunk.length;
+      if (this.size > this.cap) { this.overflowed = true; this.chunks.length = 0; this.onOverflow(); } else this.chunks.push(chunk);
+    }
+    cb();
+  }
+  contents(): Buffer { return Buffer.concat(this.chunks); }
+}
+
+/** Keeps the last `cap` bytes of stderr for the failure message. */
+class TailSink extends Writable {
+  private buf = Buffer.alloc(0);
+  constructor(private readonly cap: number) { super(); }
+  override _write(chunk: Buffer, _enc: BufferEncoding, cb: () => void): void {
+    this.buf = Buffer.concat([this.buf, chunk]);
+    if (this.buf.length > this.cap) this.buf = this.buf.subarray(this.buf.length - this.cap);
+    cb();
+  }
+  tail(): string { return this.buf.toString('utf8').trim().split('\n').slice(-5).join('\n').slice(-2000); }
+}

@@ -1,0 +1,117 @@
+/**
+ * `smol worker --isolation vm` on real QEMU (TCG here): items complete with their command run inside a
+ * throwaway microVM (or a clone of a warm machine), outputs land in the ledger by digest, and an attempt
+ * that runs past its timeout leaves no QEMU process behind. A few items only: each one is a VM.
+ */
+import fs from 'node:fs';
+import path from 'node:path';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { BlobStore } from '../../../src/ledger/blobs.js';
+import { SqliteLedger } from '../../../src/ledger/sqlite.js';
+import { killQemuMentioning, qemuProcessesMentioning, scratchHome, sharedHome, smol as smolCli } from '../../helpers/cli.js';
+import { smol, smolRun, type Proc } from './procs.js';
+
+let home: string;
+let env: NodeJS.ProcessEnv;
+const procs: Proc[] = [];
+
+beforeAll(() => {
+  home = scratchHome('rollout-vm');
+  env = { SMOL_HOME: home, SMOL_ASSETS: sharedHome(), SMOL_LEDGER: '' };
+});
+afterAll(() => {
+  for (const p of procs) p.kill('SIGKILL');
+  killQemuMentioning(home);
+  fs.rmSync(home, { recursive: true, force: true });
+});
+
+/** Only a guest's kernel command line carries smol.* parameters: that proves where the command ran. */
+const IN_VM = 'grep -q smol[.] /proc/cmdline && where=vm || where=host';
+
+function manifest(name: string, stage: string, count: number): string {
+  const file = path.join(home, `${name}.yaml`);
+  fs.writeFileSync(file, `apiVersion: smol/v1\nkind: Rollout\nname: ${name}\nenvironment: { version: e1 }\ndefaults: { maxAttempts: 1, timeout: 60s }\ngenerate: { count: ${count}, template: "in{i}" }\nstages:\n${stage}`);
+  return file;
+}
+
+async function submitAndWork(file: string, workerArgs: string[]): Promise<void> {
+  const sub = await smolRun(['rollout', 'submit', file, '--json'], env);
+  expect(sub.code, sub.stderr).toBe(0);
+  const w = smol(['worker', '--json', '--isolation', 'vm', '--exit-when-idle', '1s', ...workerArgs], env);
+  procs.push(w);
+  expect(await w.exited, w.stderr).toBe(0);
+}
+
+async function outputs(rolloutId: string): Promise<{ states: string[]; texts: string[] }> {
+  const l = new SqliteLedger({ path: path.join(home, 'ledger.db') });
+  try {
+    const blobs = new BlobStore(path.join(home, 'blobs'));
+    const items = await l.listItems(rolloutId);
+    const results = await l.results({ rolloutId });
+    return { states: items.map((i) => i.status), texts: results.map((r) => blobs.getText(r.outputRef)).sort() };
+  } finally {
+    await l.close();
+  }
+}
+
+describe('smol worker --isolation vm (real QEMU)', () => {
+  it('runs each attempt in a throwaway microVM: input on stdin, $SMOL_OUTPUT or stdout back by digest', async () => {
+    const file = manifest('vmrun', `  - name: upper\n    kind: cpu\n    command: [sh, -c, '${IN_VM}; echo "$(tr a-z A-Z) $where $SMOL_SAMPLE_ID" > "$SMOL_OUTPUT"']\n`, 2);
+    await submitAndWork(file, ['--concurrency', '1']);
+    const r = await outputs('vmrun');
+    expect(r.states).toEqual(['done', 'done']);
+    expect(r.texts).toEqual(['IN0 vm s0\n', 'IN1 vm s1\n']);
+    expect(qemuProcessesMentioning(home)).toEqual([]);
+  });
+
+  it('kills the VM of an attempt past its timeout: the item goes dead and no QEMU is left', async () => {
+    const file = manifest('vmslow', '  - name: hang\n    kind: cpu\n    timeout: 4s\n    command: [sh, -c, \'sleep 600\']\n', 1);
+    await submitAndWork(file, ['--concurrency', '1']);
+    const l = new SqliteLedger({ path: path.join(home, 'ledger.db') });
+    try {
+      const [item] = await l.listItems('vmslow');
+      expect(item.status).toBe('dead');
+      expect(item.lastError).toMatch(/timed out/);
+    } finally {
+      await l.close();
+    }
+    expect(qemuProcessesMentioning(home)).toEqual([]);
+  });
+
+  it('a restarted worker removes the VM that a SIGKILLed worker left running', async () => {
+    const file = manifest('vmkill', '  - name: hang\n    kind: cpu\n    command: [sh, -c, \'sleep 600\']\n', 1);
+    expect((await smolRun(['rollout', 'submit', file], env)).code).toBe(0);
+    const victim = smol(['worker', '--json', '--isolation', 'vm', '--lease', '2s'], env);
+    procs.push(victim);
+    await victim.waitFor((e) => e.type === 'claimed');
+    const until = Date.now() + 60_000;
+    while (qemuProcessesMentioning(home).length === 0 && Date.now() < until) await new Promise((r) => setTimeout(r, 200));
+    victim.kill('SIGKILL');
+    await victim.exited;
+    await new Promise((r) => setTimeout(r, 500));
+    expect(qemuProcessesMentioning(home).length).toBe(1); // QEMU is detached: killing the worker does not end it
+    await submitAndWork(file, ['--lease', '2s']);
+    expect(qemuProcessesMentioning(home)).toEqual([]);
+    const l = new SqliteLedger({ path: path.join(home, 'ledger.db') });
+    try {
+      expect((await l.listItems('vmkill'))[0].status).toBe('dead'); // its only attempt's lease expired
+    } finally {
+      await l.close();
+    }
+  });
+
+  it('forks each attempt from a warm machine and removes the clone afterwards', async () => {
+    const create = await smolCli(['machine', 'create', 'warm', '--forkable', '--start'], { home, timeoutMs: 120_000 });
+    expect(create.code, create.stderr).toBe(0);
+    const file = manifest('vmfork', `  - name: count\n    kind: cpu\n    command: [sh, -c, '${IN_VM}; echo "$(wc -c) $where"']\n`, 2);
+    await submitAndWork(file, ['--concurrency', '2', '--warm-machine', 'warm']);
+    const r = await outputs('vmfork');
+    expect(r.states).toEqual(['done', 'done']);
+    expect(r.texts).toEqual(['3 vm\n', '3 vm\n']);
+    // only the warm machine remains, still running
+    const ls = JSON.parse((await smolCli(['machine', 'ls', '--json'], { home })).stdout) as { name: string; state: string }[];
+    expect(ls.map((m) => [m.name, m.state])).toEqual([['warm', 'running']]);
+    expect((await smolCli(['machine', 'rm', '--force', 'warm'], { home })).code).toBe(0);
+    expect(qemuProcessesMentioning(home)).toEqual([]);
+  });
+});
