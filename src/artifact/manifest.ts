@@ -40,11 +40,17 @@ export type ArtifactEntry = z.infer<typeof artifactEntrySchema>;
 export const resumeStateSchema = z.object({
   /** Saved QEMU state restores only on the same build, accelerator and CPU model (DESIGN.md §3). */
   qemuVersion: z.string().min(1),
+  /** The first line of `qemu-system-x86_64 --version` (the distribution's package build). */
   qemuBuild: z.string().min(1),
   accelerator: z.enum(['kvm', 'tcg']),
   cpuModel: z.string().min(1),
   machineType: z.string().min(1),
   memoryBytes: size,
+  /** The device set the state was saved with: the resumed machine must be launched with the same one. */
+  net: z.boolean(),
+  agentPorts: z.number().int().min(1).max(30),
+  /** The agent port no host session held at the save: the resumed machine is configured on it (no inherited session). */
+  agentPort: z.number().int().min(0).max(29),
 }).strict();
 export type ResumeState = z.infer<typeof resumeStateSchema>;
 
@@ -91,6 +97,11 @@ export const artifactManifestSchema = z.object({
   const anyMem = m.entries.some((e) => e.kind === 'memory' || e.kind === 'device-state');
   if (anyMem && !hasMem) ctx.addIssue({ code: 'custom', path: ['entries'], message: 'memory and device-state entries come together' });
   if (hasMem !== (m.resume !== undefined)) ctx.addIssue({ code: 'custom', path: ['resume'], message: 'resume state is required exactly when memory entries are present' });
+  if (m.resume && m.resume.agentPort >= m.resume.agentPorts) ctx.addIssue({ code: 'custom', path: ['resume', 'agentPort'], message: `must be below agentPorts (${m.resume.agentPorts})` });
+  const mem = m.entries.find((e) => e.kind === 'memory');
+  if (m.resume && mem && (mem.size !== m.resume.memoryBytes || mem.size !== m.resources.memoryMiB * 2 ** 20)) {
+    ctx.addIssue({ code: 'custom', path: ['resume', 'memoryBytes'], message: `memory entry, resume.memoryBytes and resources.memoryMiB disagree (${mem.size}, ${m.resume.memoryBytes}, ${m.resources.memoryMiB} MiB)` });
+  }
 });
 export type ArtifactManifest = z.infer<typeof artifactManifestSchema>;
 
@@ -146,14 +157,36 @@ export function hostArch(nodeArch: string = process.arch): HostArch | string {
   return nodeArch === 'x64' ? 'x86_64' : nodeArch === 'arm64' ? 'aarch64' : nodeArch;
 }
 
-export interface HostQemu { qemuBuild: string; accelerator: 'kvm' | 'tcg'; cpuModel: string; machineType: string }
+/** What a machine launched here would run on, in the terms the manifest records. */
+export interface HostQemu {
+  qemuVersion: string;
+  qemuBuild: string;
+  accelerator: 'kvm' | 'tcg';
+  cpuModel: string;
+  machineType: string;
+  /** The machine as it would be launched: its memory, vCPUs, NIC and agent ports must match the saved devices. */
+  memoryMiB: number;
+  cpus: number;
+  net: boolean;
+  agentPorts: number;
+  /** The disk size asked for, when it differs from the artifact's own (a grown disk is a different device). */
+  diskBytes?: number;
+}
+
 /** Whether the saved memory state may be restored here; otherwise the caller cold-boots the disk with a notice. */
 export function canResume(m: ArtifactManifest, host: HostQemu): { ok: true } | { ok: false; reason: string } {
   if (!m.resume) return { ok: false, reason: 'the artifact carries no memory state' };
   const r = m.resume;
-  for (const [field, want, have] of [['QEMU build', r.qemuBuild, host.qemuBuild], ['accelerator', r.accelerator, host.accelerator],
-    ['CPU model', r.cpuModel, host.cpuModel], ['machine type', r.machineType, host.machineType]] as const) {
-    if (want !== have) return { ok: false, reason: `saved state needs ${field} ${want}, this host has ${have}` };
+  const disk = m.entries.find((e) => e.kind === 'disk');
+  const checks: [string, string | number | boolean, string | number | boolean, 'host' | 'machine'][] = [
+    ['QEMU version', r.qemuVersion, host.qemuVersion, 'host'], ['QEMU build', r.qemuBuild, host.qemuBuild, 'host'],
+    ['accelerator', r.accelerator, host.accelerator, 'host'], ['CPU model', r.cpuModel, host.cpuModel, 'host'], ['machine type', r.machineType, host.machineType, 'host'],
+    ['memory (MiB)', r.memoryBytes / 2 ** 20, host.memoryMiB, 'machine'], ['vCPUs', m.resources.cpus, host.cpus, 'machine'],
+    ['networking', r.net ? 'on' : 'off', host.net ? 'on' : 'off', 'machine'], ['agent ports', r.agentPorts, host.agentPorts, 'host'],
+  ];
+  if (disk?.virtualSize !== undefined && host.diskBytes !== undefined) checks.push(['disk size (bytes)', disk.virtualSize, host.diskBytes, 'machine']);
+  for (const [field, want, have, who] of checks) {
+    if (want !== have) return { ok: false, reason: `saved state needs ${field} ${want}, this ${who} has ${have}` };
   }
   return { ok: true };
 }

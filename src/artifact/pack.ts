@@ -11,7 +11,7 @@ import { chmod, mkdtemp, open, rm, stat } from 'node:fs/promises';
 import path from 'node:path';
 import { z } from 'zod';
 import * as tar from 'tar';
-import { ArtifactError, NotFoundError, mapFsError } from '../errors/index.js';
+import { ArtifactError, NotFoundError, ValidationError, mapFsError } from '../errors/index.js';
 import { commitFile, tempSibling, writeFileAtomic } from './atomic.js';
 import { flattenDisk } from './disk.js';
 import { encodeFooter, FLAG_SIGNED, FOOTER_SIGNED_SIZE } from './footer.js';
@@ -88,6 +88,13 @@ export async function packArtifact(input: PackInput, onProgress: (p: PackProgres
     plan.push({ kind: 'device-state', name: 'device-state', source: o.memory.deviceState, format: 'qemu-migration' });
   }
   for (const p of plan) await mustExist(p.source, p.kind);
+  if (o.memory) {
+    // QEMU maps the RAM file as the guest's memory: its size is the machine's memory size, exactly
+    const ramBytes = (await stat(o.memory.ram)).size;
+    if (ramBytes !== o.memoryMiB * 2 ** 20) {
+      throw new ValidationError('memory state does not match the machine size', [{ path: 'memoryMiB', message: `the RAM file holds ${ramBytes} bytes, but the machine is declared with ${o.memoryMiB} MiB (${o.memoryMiB * 2 ** 20} bytes)` }], { where: o.memory.ram });
+    }
+  }
   const key = o.signKey ? await loadPrivateKey(o.signKey) : undefined;
 
   const out = path.resolve(o.out);

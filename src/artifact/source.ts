@@ -10,10 +10,12 @@ import type { PackInput } from './pack.js';
 export type ResolvedSource = Omit<PackInput, 'out' | 'signKey' | 'createdAt' | 'force'> & {
   /** Called after packing, success or not: e.g. resume the paused machine, drop a temporary overlay. */
   release?: () => Promise<void>;
+  /** For --with-memory: how long the machine was paused while its state was saved, and the device state's size. */
+  captured?: { pausedMs: number; stateBytes: number };
 };
 
 export interface MachineSource {
-  /** A machine by name; withMemory pauses it and saves RAM + device state (DESIGN.md §3). */
+  /** A machine by name; withMemory pauses a running one briefly and saves RAM + device state (DESIGN.md §3). */
   fromVm(name: string, opts: { withMemory: boolean }): Promise<ResolvedSource>;
   /** An image reference as `smol run --image` takes it. */
   fromImage(ref: string): Promise<ResolvedSource>;

@@ -12,6 +12,8 @@ export const isArtifactRef = (ref: string) => ref.endsWith('.smolmachine');
 export interface BootFiles { kernel: string; initrd: string; kernelIdentity: string }
 
 export const bootFile = (layout: MachineLayout) => path.join(layout.dir, 'boot.json');
+/** Present while a machine made from a memory-carrying artifact has not started yet (vm/resume.ts). */
+export const resumePlanFile = (layout: MachineLayout) => path.join(layout.dir, 'resume.json');
 
 export async function hostBootFiles(assets: string): Promise<BootFiles> {
   const kernel = await findKernel(assets);

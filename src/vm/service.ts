@@ -14,6 +14,7 @@ import { MachineStore, newMachineId, pidAlive, type MachineRecord } from './regi
 import { isOrphan, reconcile } from './reconcile.js';
 import { installForkHelper } from './fork/guest.js';
 import { releaseForkPoints } from './fork/cleanup.js';
+import { resumePlanFile } from './boot-files.js';
 
 export interface ServiceOptions { home: string; store: MachineStore; engine: Engine }
 
@@ -84,6 +85,15 @@ export class MachineService {
       this.store.update(rec.id, { state: 'starting', lastError: null });
       fs.mkdirSync(layout.runDir, { recursive: true });
       const forkable = o.forkable ?? rec.spec.fork.enabled;
+      const resumed = fs.existsSync(resumePlanFile(layout)) ? await this.resume(rec, layout, o) : null;
+      if (resumed) {
+        this.store.update(rec.id, { state: 'running', booted: true });
+        rec = this.store.get(rec.id);
+        if (o.keepChannel) return { ...rec, channel: resumed };
+        resumed.ch.close();
+        resumed.release();
+        return rec;
+      }
       const pid = await this.engine.launch(rec.spec, layout, { diskless: this.isDiskless(rec), forkable, onProgress: o.onProgress });
       this.store.update(rec.id, { pid, startedAt: Date.now() });
       o.onProgress?.('waiting for the guest agent');
@@ -113,6 +123,12 @@ export class MachineService {
     } finally {
       unlock();
     }
+  }
+
+  /** A machine made from a memory-carrying artifact continues its saved state instead of booting (once; null: boot it). */
+  private async resume(rec: MachineRecord, layout: MachineLayout, o: StartOptions): Promise<OpenChannel | null> {
+    const { resumeMachine } = await import('./resume.js'); // the artifact code loads only when a plan exists
+    return resumeMachine(this, rec, layout, { timeoutMs: Math.min(o.bootTimeoutMs ?? DEFAULT_BOOT_TIMEOUT_MS, 30_000), onProgress: o.onProgress });
   }
 
   private async waitReady(rec: MachineRecord, layout: MachineLayout, pid: number, timeoutMs: number): Promise<GuestChannel> {

@@ -31,7 +31,9 @@ export const createSchema = z.object({
   }
   if (o.kernel && !o.initrd) ctx.addIssue({ code: 'custom', path: ['initrd'], message: '--kernel needs --initrd' });
   if (!o.kernel && (o.initrd || o.disk)) ctx.addIssue({ code: 'custom', path: ['kernel'], message: '--disk and --initrd need --kernel' });
-  if (o.withMemory && o.kernel) ctx.addIssue({ code: 'custom', path: ['withMemory'], message: '--with-memory needs a running machine (--from-vm or -s)' });
+  if (o.withMemory && (o.kernel || o.image)) ctx.addIssue({ code: 'custom', path: ['withMemory'], message: '--with-memory needs a running machine (--from-vm or -s)' });
+  // the saved state is of the machine as it runs: another size recorded beside it could never resume
+  if (o.withMemory && (o.cpus !== undefined || o.memory !== undefined)) ctx.addIssue({ code: 'custom', path: ['withMemory'], message: '--cpus and --memory cannot be recorded with --with-memory (the state has the running machine\'s)' });
 });
 
 /** SOURCE_DATE_EPOCH (reproducible-builds.org) pins the creation time when --created-at is absent. */
@@ -57,7 +59,7 @@ export function register(parent: Command): void {
     .option('--image <ref>', 'pack an image as a fresh machine')
     .option('-s, --smolfile <file>', 'pack the machine a Smolfile describes')
     .requiredOption('-o, --output <file>', 'where to write the artifact')
-    .option('--with-memory', 'also pack the paused machine\'s memory and device state, so it resumes instead of booting')
+    .option('--with-memory', 'also pack the running machine\'s memory and device state (started --forkable; paused only while they are saved), so the artifact resumes instead of booting')
     .option('--sign <key>', 'sign with this ed25519 private key (from `smol pack keygen`)')
     .option('--created-at <iso>', 'creation time to record (default: $SOURCE_DATE_EPOCH, else now); fixed input + fixed time = identical bytes')
     .option('--force', 'replace the output file if it exists')
@@ -72,16 +74,17 @@ export function register(parent: Command): void {
       const o = createSchema.parse(raw);
       const spinner = !o.json && process.stderr.isTTY ? ora({ stream: process.stderr, text: 'packing' }).start() : null;
       const source = await resolve(o);
-      const { release, ...inputs } = source;
+      const { release, captured, ...inputs } = source;
       try {
         const r = await packArtifact({
           ...inputs, out: o.output, signKey: o.sign, force: o.force, createdAt: o.createdAt ?? defaultCreatedAt(),
           cpus: o.cpus ?? inputs.cpus, memoryMiB: o.memory ?? inputs.memoryMiB,
         }, (p: PackProgress) => { if (spinner) spinner.text = p.entry ? `${p.phase} ${p.entry}` : p.phase; });
         spinner?.stop();
-        if (o.json) return printJson({ out: r.out, size: r.size, digest: r.digest, signed: r.signed, manifest: r.manifest });
+        if (o.json) return printJson({ out: r.out, size: r.size, digest: r.digest, signed: r.signed, captured, manifest: r.manifest });
         const sig = r.manifest.signature ? `, signed by ${r.manifest.signature.keyId}` : '';
-        process.stdout.write(`packed ${r.out} (${formatBytes(r.size)}, ${r.manifest.entries.length} entries${sig})\ndigest ${r.digest}\n`);
+        const warm = r.manifest.resume ? `, with memory: resumes instead of booting${captured ? `; the machine paused ${Math.round(captured.pausedMs)} ms` : ''}` : '';
+        process.stdout.write(`packed ${r.out} (${formatBytes(r.size)}, ${r.manifest.entries.length} entries${sig}${warm})\ndigest ${r.digest}\n`);
       } finally {
         spinner?.stop();
         await release?.();

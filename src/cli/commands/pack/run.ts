@@ -13,10 +13,14 @@ import fs from 'node:fs';
 
 const packRunSchema = z.object({ timeout: durationSchema.optional(), interactive: z.boolean().optional(), tty: z.boolean().optional() });
 
-/** `smol pack run FILE [-- CMD]`: boot an artifact in a throwaway machine (extracted once into the cache). */
+/**
+ * `smol pack run FILE [-- CMD]`: an artifact in a throwaway machine (extracted once into the cache). A
+ * memory-carrying artifact resumes where it was packed (the start hook, vm/resume.ts); where its state
+ * cannot load, the disk boots and one line says why.
+ */
 export function register(parent: Command): void {
   parent.command('run')
-    .description('run a .smolmachine in a throwaway machine (its entrypoint, or CMD)')
+    .description('run a .smolmachine in a throwaway machine (its entrypoint, or CMD); memory-carrying artifacts resume instead of booting')
     .argument('<file>', '.smolmachine artifact')
     .argument('[command...]', 'command and arguments (after --)')
     .option('--timeout <duration>', 'kill the command after this long (exit 124)')
@@ -31,11 +35,14 @@ export function register(parent: Command): void {
         image: abs, cpus: manifest.resources.cpus, memory: manifest.resources.memoryMiB,
         env: manifest.env ?? {}, workdir: manifest.workdir, command: manifest.entrypoint,
       });
+      const svc = machineService();
+      const notice = manifest.resume ? await (await import('../../../vm/resume.js')).resumeNotice(svc, file, manifest, spec) : null;
+      if (notice) process.stderr.write(`smol: ${notice}\n`);
       const argv = command.length ? command : spec.command ?? ['/bin/sh'];
       const term = terminalIo({ interactive: o.interactive, tty: o.tty, timeoutMs: o.timeout });
       const p = progress();
       try {
-        const res = await runEphemeral(machineService(), spec, { argv, tty: term.tty, rows: process.stdout.rows, cols: process.stdout.columns },
+        const res = await runEphemeral(svc, spec, { argv, tty: term.tty, rows: process.stdout.rows, cols: process.stdout.columns },
           { ...term.io, onStart: (h) => { p.done(); term.io.onStart?.(h); } }, { onProgress: (m) => p.update(m) });
         process.exitCode = exitCodeOf(res);
       } finally {
