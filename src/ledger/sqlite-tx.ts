@@ -51,7 +51,15 @@ export class TxRunner {
     }
   }
 
+  /** Runs once, before the next write transaction (the ledger starts its checkpointer there). */
+  beforeFirstWrite: (() => void) | null = null;
+
   write<T>(what: string, fn: () => T): T {
+    if (this.beforeFirstWrite) {
+      const f = this.beforeFirstWrite;
+      this.beforeFirstWrite = null;
+      f();
+    }
     this.retry(what, () => this.begin.run());
     let result: T;
     try {

@@ -5,6 +5,7 @@ import path from 'node:path';
 import Database from 'better-sqlite3';
 import { LedgerVersionError } from './errors.js';
 import { sqliteMigrations } from './sqlite-migrations.js';
+import { Checkpointer } from './sqlite-checkpointer.js';
 import { TxRunner } from './sqlite-tx.js';
 import { SqliteReads } from './sqlite-reads.js';
 import { backoffFor, ITEM_COLUMNS, itemValues, rowToItem } from './rows.js';
@@ -24,6 +25,8 @@ export interface SqliteLedgerOptions {
   sqliteBusyTimeoutMs?: number;
   /** 'full' fsyncs the WAL at every commit (power-loss durable); 'normal' survives process crashes. */
   synchronous?: 'normal' | 'full';
+  /** 'background' (default): a thread checkpoints the WAL once this ledger writes; 'inline': SQLite's autocheckpoint in commits. */
+  checkpoints?: 'background' | 'inline';
 }
 
 type Row = Record<string, unknown>;
@@ -35,6 +38,7 @@ export class SqliteLedger implements Ledger {
   private readonly clock: () => number;
   private readonly reads: SqliteReads;
   private readonly st: Record<string, Database.Statement>;
+  private checkpointer: Checkpointer | null = null;
 
   constructor(opts: SqliteLedgerOptions) {
     fs.mkdirSync(path.dirname(path.resolve(opts.path)), { recursive: true });
@@ -50,8 +54,22 @@ export class SqliteLedger implements Ledger {
       this.db.pragma('foreign_keys = ON');
     });
     this.migrate();
+    if (opts.checkpoints !== 'inline' && !this.db.memory) this.tx.beforeFirstWrite = () => this.startCheckpointer();
     this.st = this.prepare();
     this.reads = new SqliteReads(this.db, this.tx, this.clock);
+  }
+
+  /** Takes checkpoints out of this process's commits (see sqlite-checkpointer.ts); inline again if the thread fails. */
+  private startCheckpointer(): void {
+    try {
+      this.checkpointer = new Checkpointer(this.db.name, 100, () => {
+        this.checkpointer = null;
+        if (this.db.open) this.db.pragma('wal_autocheckpoint = 1000');
+      });
+      this.db.pragma('wal_autocheckpoint = 0');
+    } catch {
+      this.checkpointer = null; // no threads here: SQLite's autocheckpoint stays on
+    }
   }
 
   private migrate(): void {
@@ -322,6 +340,10 @@ export class SqliteLedger implements Ledger {
   }
 
   async close(): Promise<void> {
+    const c = this.checkpointer;
+    this.checkpointer = null;
+    this.tx.beforeFirstWrite = null;
+    await c?.stop();
     if (this.db.open) this.db.close();
   }
 }

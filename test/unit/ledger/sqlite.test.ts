@@ -32,6 +32,26 @@ describe('sqlite ledger specifics', () => {
     await again.close();
   });
 
+  it('checkpoints the WAL from a background thread, not inside commits', async () => {
+    const dir = tmp();
+    const file = path.join(dir, 'l.db');
+    const l = new SqliteLedger({ path: file });
+    await l.putManifest('sha256:m', 'x');
+    expect(l.db.pragma('wal_autocheckpoint', { simple: true })).toBe(0);
+    await l.createRollout({ id: 'r', name: 'r', manifestDigest: 'sha256:m', envVersion: 'e', gpus: 1 }, Array.from({ length: 20_000 }, () => newItem('r')));
+    // the WAL-index header: mxFrame (frames in the WAL) at byte 16, nBackfill (frames copied into the database) at 96
+    const shm = () => { const b = fs.readFileSync(`${file}-shm`); return { frames: b.readUInt32LE(16), backfilled: b.readUInt32LE(96) }; };
+    expect(shm().frames).toBeGreaterThan(1000); // past SQLite's autocheckpoint threshold, yet the commit did not checkpoint
+    const until = Date.now() + 5000;
+    while (shm().backfilled < shm().frames && Date.now() < until) await new Promise((r) => setTimeout(r, 50));
+    expect(shm().backfilled).toBe(shm().frames);
+    await l.close();
+    const inline = new SqliteLedger({ path: path.join(dir, 'inline.db'), checkpoints: 'inline' });
+    await inline.putManifest('sha256:m', 'x');
+    expect(inline.db.pragma('wal_autocheckpoint', { simple: true })).toBe(1000);
+    await inline.close();
+  });
+
   it('refuses a ledger written by a newer schema', () => {
     const dir = tmp();
     const file = path.join(dir, 'l.db');
