@@ -75,7 +75,12 @@ describe('memory-carrying artifacts (real QEMU)', () => {
     expect(notices[0]).toMatch(/^smol: cold-booting .*warm\.smolmachine: its saved memory state cannot be restored here \(saved state needs accelerator tcg, this host has kvm\)$/);
   });
 
-  it('refuses --with-memory for a machine not started forkable, and for a stopped one', async () => {
+  it('refuses an existing output before pausing anything, a machine not started forkable, and a stopped one', async () => {
+    const exists = await smol(['pack', 'create', '--from-vm', 'src', '--with-memory', '-o', art], { home });
+    expect(exists.code).toBe(67);
+    expect(exists.stderr).toMatch(/warm\.smolmachine already exists/);
+    const src = JSON.parse((await smol(['machine', 'status', 'src', '--json'], { home })).stdout);
+    expect(fs.readdirSync(path.join(home, 'machines', src.id)).filter((n) => /^disk.*\.qcow2$/.test(n))).toHaveLength(2); // its own + the one packing moved it to
     const plain = await smol(['pack', 'create', '--from-vm', 'cp', '--with-memory', '-o', path.join(home, 'x.smolmachine')], { home });
     expect(plain.code).toBe(67);
     expect(plain.stderr).toMatch(/not started forkable[\s\S]*--forkable/);

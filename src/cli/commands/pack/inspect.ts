@@ -23,7 +23,7 @@ export function register(parent: Command): void {
         `kernel     ${m.kernel.identity}${m.kernel.cmdline ? ` (${m.kernel.cmdline})` : ''}`,
         `image      ${m.image.identity}`,
         `signature  ${r.signed ? `ed25519, key ${r.keyId} (run \`smol pack verify --key\` to check it)` : 'unsigned'}`,
-        `resume     ${m.resume ? `memory state for QEMU ${m.resume.qemuVersion} (${m.resume.accelerator}, ${m.resume.cpuModel}, ${m.resume.machineType})` : 'none: cold boot'}`,
+        `resume     ${m.resume ? `${m.resume.memoryBytes / 2 ** 20} MiB memory state for QEMU ${m.resume.qemuBuild} (${m.resume.accelerator}, cpu ${m.resume.cpuModel}, ${m.resume.machineType}${m.resume.net ? ', networking' : ''})` : 'none: cold boot'}`,
       ];
       if (m.entrypoint) lines.push(`entrypoint ${JSON.stringify(m.entrypoint)}`);
       process.stdout.write(lines.join('\n') + '\n\n');

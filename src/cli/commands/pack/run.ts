@@ -11,7 +11,7 @@ import { durationSchema, parseFlags } from '../../machine-options.js';
 import { inspectArtifact } from '../../../artifact/index.js';
 import fs from 'node:fs';
 
-const packRunSchema = z.object({ timeout: durationSchema.optional(), interactive: z.boolean().optional(), tty: z.boolean().optional() });
+const packRunSchema = z.object({ timeout: durationSchema.optional(), interactive: z.boolean().optional(), tty: z.boolean().optional(), net: z.boolean().optional() });
 
 /**
  * `smol pack run FILE [-- CMD]`: an artifact in a throwaway machine (extracted once into the cache). A
@@ -26,6 +26,7 @@ export function register(parent: Command): void {
     .option('--timeout <duration>', 'kill the command after this long (exit 124)')
     .option('-i, --interactive', 'forward stdin even when it is a terminal')
     .option('-t, --tty', 'give the command a terminal')
+    .option('--net', 'give the machine user-mode networking (one packed with networking resumes only with it)')
     .action(async (file: string, command: string[], opts: unknown) => {
       const o = parseFlags(packRunSchema, opts);
       const abs = path.resolve(file);
@@ -33,7 +34,7 @@ export function register(parent: Command): void {
       const { manifest } = await inspectArtifact(abs);
       const spec = mergeSpec(undefined, undefined, {
         image: abs, cpus: manifest.resources.cpus, memory: manifest.resources.memoryMiB,
-        env: manifest.env ?? {}, workdir: manifest.workdir, command: manifest.entrypoint,
+        env: manifest.env ?? {}, workdir: manifest.workdir, command: manifest.entrypoint, net: o.net,
       });
       const svc = machineService();
       const notice = manifest.resume ? await (await import('../../../vm/resume.js')).resumeNotice(svc, file, manifest, spec) : null;
