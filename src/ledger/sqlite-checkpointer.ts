@@ -3,18 +3,39 @@
  * past the threshold copies the WAL into the database file and fsyncs it before returning, so one write in a
  * few hundred (a claim, a completion) took 10–100 ms: with 8 claiming processes that was most of the claims
  * over 10 ms (365 of 4,000 with it, 116 without, same load). Here a worker thread with its own connection
- * runs PASSIVE checkpoints, which never block writers or readers, every `intervalMs`; commits stay short
- * and the WAL stays bounded (journal_size_limit truncates it when a writer restarts it).
+ * runs PASSIVE checkpoints, which never block writers or readers; commits stay short and the WAL stays
+ * bounded (journal_size_limit truncates it when a writer restarts it).
  */
 import { createRequire } from 'node:module';
 import { Worker } from 'node:worker_threads';
 
-/** CommonJS so the thread needs no loader (the same code runs under tsx and from dist/). */
+/**
+ * CommonJS so the thread needs no loader (the same code runs under tsx and from dist/). It checkpoints only
+ * once `minFrames` frames await copying, like SQLite's own autocheckpoint: checkpointing on every tick cost
+ * two fsyncs each time. The count comes from the WAL-index header in the -shm file (mxFrame at byte 16,
+ * nBackfill at byte 96, native byte order; https://sqlite.org/walformat.html), read without a lock: it is
+ * only a hint, and when it cannot be read the thread checkpoints anyway.
+ */
 const SOURCE = `
+const fs = require('node:fs');
+const os = require('node:os');
 const { parentPort, workerData } = require('node:worker_threads');
 const Database = require(workerData.module);
+const hdr = Buffer.alloc(100);
+const u32 = (off) => (os.endianness() === 'LE' ? hdr.readUInt32LE(off) : hdr.readUInt32BE(off));
 let db = null;
+let shm = null;
+const waiting = () => {
+  try {
+    shm ??= fs.openSync(workerData.path + '-shm', 'r');
+    if (fs.readSync(shm, hdr, 0, 100, 0) < 100) return Infinity;
+    return u32(16) - u32(96);
+  } catch {
+    return Infinity;
+  }
+};
 const tick = () => {
+  if (waiting() < workerData.minFrames) return;
   try {
     db ??= new Database(workerData.path, { timeout: 0, fileMustExist: true });
     db.pragma('wal_checkpoint(PASSIVE)');
@@ -26,6 +47,7 @@ const timer = setInterval(tick, workerData.intervalMs);
 parentPort.on('message', () => {
   clearInterval(timer);
   try { db?.close(); } catch {}
+  try { if (shm !== null) fs.closeSync(shm); } catch {}
   parentPort.close();
 });
 `;
@@ -35,9 +57,9 @@ export class Checkpointer {
   private stopped = false;
 
   /** `onFailure` runs if the thread dies, so the caller can fall back to inline checkpoints. */
-  constructor(dbPath: string, intervalMs: number, onFailure: (err: Error) => void) {
+  constructor(dbPath: string, o: { intervalMs: number; minFrames: number }, onFailure: (err: Error) => void) {
     const module = createRequire(import.meta.url).resolve('better-sqlite3');
-    this.worker = new Worker(SOURCE, { eval: true, workerData: { module, path: dbPath, intervalMs }, stdout: false, stderr: false });
+    this.worker = new Worker(SOURCE, { eval: true, workerData: { module, path: dbPath, ...o }, stdout: false, stderr: false });
     this.worker.unref(); // never what keeps a process alive
     this.worker.on('error', (err) => { if (!this.stopped) onFailure(err); });
   }

@@ -62,7 +62,8 @@ export class SqliteLedger implements Ledger {
   /** Takes checkpoints out of this process's commits (see sqlite-checkpointer.ts); inline again if the thread fails. */
   private startCheckpointer(): void {
     try {
-      this.checkpointer = new Checkpointer(this.db.name, 100, () => {
+      // 1000 frames (~4 MB) is SQLite's own autocheckpoint threshold; a 50 ms look at the WAL index is one pread
+      this.checkpointer = new Checkpointer(this.db.name, { intervalMs: 50, minFrames: 1000 }, () => {
         this.checkpointer = null;
         if (this.db.open) this.db.pragma('wal_autocheckpoint = 1000');
       });
