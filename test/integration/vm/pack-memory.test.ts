@@ -7,7 +7,7 @@
 import fs from 'node:fs';
 import path from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { killQemuMentioning, scratchHome, smol } from '../../helpers/cli.js';
+import { killQemuMentioning, qemuProcessesMentioning, scratchHome, smol } from '../../helpers/cli.js';
 
 let home: string;
 let art: string;
@@ -101,5 +101,21 @@ describe('memory-carrying artifacts (real QEMU)', () => {
     expect(r.code).toBe(76);
     expect(r.stdout).toMatch(/memory\.ram\s+memory\s+.*CORRUPT/);
     expect(r.stdout).toMatch(/device-state\s+device-state\s+.*ok/);
+  });
+});
+
+describe('memory-carrying artifacts: a state that fails to load', () => {
+  it('boots the disk instead, leaving no QEMU of the failed restore behind', async () => {
+    // damage the extracted (already verified) device state in the cache: only the restore itself can notice
+    const cache = path.join(home, 'cache', 'artifacts');
+    const [dir] = fs.readdirSync(cache).filter((n) => /^[0-9a-f]{64}$/.test(n));
+    const state = path.join(cache, dir, 'device-state');
+    fs.writeFileSync(state, Buffer.alloc(fs.statSync(state).size, 0x5a));
+    const r = await smol(['machine', 'create', 'broken', '--from', art, '--start'], { home, env: { SMOL_VERBOSE: '1' } });
+    expect(r.code, r.stderr).toBe(0);
+    expect(r.stderr).toMatch(/resuming .*warm\.smolmachine failed \(.*\); booting its disk/);
+    expect((await sh('broken', PROBE)).split('\n').slice(0, 3)).toEqual(['no-ram-file', '0', 'disk-state']);
+    const { id, pid } = JSON.parse((await smol(['machine', 'status', 'broken', '--json'], { home })).stdout) as { id: string; pid: number };
+    expect(qemuProcessesMentioning(id)).toEqual([pid]);
   });
 });
