@@ -1,6 +1,6 @@
 /**
  * How a CPU stage's command runs. The worker only knows this interface; `process` runs it as a subprocess
- * under prlimit, and a VM runner (a fresh microVM forked from a warm machine) plugs in the same way.
+ * under prlimit, and the VM runner (vm-stage-runner.ts: a fresh microVM per attempt) plugs in the same way.
  */
 import fs from 'node:fs';
 import path from 'node:path';
@@ -45,12 +45,22 @@ export function prlimitArgs(l: CpuStage['limits']): string[] {
 
 export class ProcessStageRunner implements StageRunner {
   readonly isolation = 'process' as const;
-  private constructor(private readonly prlimit: string) {}
+  private constructor(private readonly prlimit: string, private readonly setpriv: string | null) {}
 
   static async create(): Promise<ProcessStageRunner> {
-    const p = await which('prlimit');
+    const [p, sp] = await Promise.all([which('prlimit'), which('setpriv')]);
     if (!p) throw new PrerequisiteError('prlimit not found; it enforces stage resource limits', { hint: 'Install util-linux (apt-get install util-linux).' });
-    return new ProcessStageRunner(p);
+    return new ProcessStageRunner(p, sp);
+  }
+
+  /**
+   * The command line: prlimit for the limits, under `setpriv --pdeathsig KILL` where util-linux has it. The
+   * stage runs in its own process group (so timeouts kill its children), which also means a SIGKILLed worker
+   * would leave it running; the parent-death signal survives both execs and kills it with the worker.
+   */
+  private argv(r: StageRun): [string, string[]] {
+    const limited = [...prlimitArgs(r.stage.limits), '--', ...r.stage.command];
+    return this.setpriv ? [this.setpriv, ['--pdeathsig', 'KILL', '--', this.prlimit, ...limited]] : [this.prlimit, limited];
   }
 
   async run(r: StageRun): Promise<StageOutcome> {
@@ -60,7 +70,8 @@ export class ProcessStageRunner implements StageRunner {
     let timedOut = false;
     let aborted = false;
     // its own process group, so a timeout or cancel kills the command's children too
-    const { child } = await spawn(this.prlimit, [...prlimitArgs(r.stage.limits), '--', ...r.stage.command], {
+    const [file, args] = this.argv(r);
+    const { child } = await spawn(file, args, {
       cwd: r.workDir, env: { ...r.stage.env, ...r.env, SMOL_OUTPUT: outPath }, stdio: [{ file: r.inputPath }, { file: stdoutPath }, { file: stderrPath }], detached: true,
     });
     const killGroup = () => {
@@ -87,8 +98,8 @@ export class ProcessStageRunner implements StageRunner {
 }
 
 /**
- * `--isolation vm` needs machines to fork from. Until a VM runner is injected (the integrator wires the
- * machine backend in), asking for it fails clearly rather than silently running as a process.
+ * The VM runner needs the machine service, which only the CLI (or an embedding program) builds, so it is
+ * passed in; asking for vm isolation without one fails clearly rather than silently running as a process.
  */
 export async function createStageRunner(isolation: 'process' | 'vm', injected?: StageRunner): Promise<StageRunner> {
   if (injected) return injected;

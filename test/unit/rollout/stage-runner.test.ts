@@ -1,3 +1,4 @@
+import { spawn } from 'node:child_process';
 import fs from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
@@ -54,6 +55,34 @@ describe('process stage runner', () => {
     const big = await runIt(['sh', '-c', 'head -c 100000 /dev/zero > "$SMOL_OUTPUT"'], { limits: { maxOutputBytes: 1000 } });
     expect(big.exitCode === 0 && big.signal === null).toBe(false);
     expect(prlimitArgs({ maxOutputBytes: 10, cpuSeconds: 2, memoryMiB: 1, openFiles: 5 })).toEqual(['--fsize=10', '--cpu=2', '--as=1048576', '--nofile=5']);
+  });
+
+  it('a SIGKILLed worker takes its stage command with it (parent-death signal)', async () => {
+    const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'smol-stage-'));
+    const pidFile = path.join(dir, 'pid');
+    fs.writeFileSync(path.join(dir, 'input'), '');
+    // a stand-in worker: runs one stage that records its pid and sleeps
+    const script = `const { ProcessStageRunner } = await import(${JSON.stringify(path.resolve('src/rollout/stage-runner.ts'))});
+      const r = await ProcessStageRunner.create();
+      await r.run({ stage: { name: 's', kind: 'cpu', command: ['sh', '-c', 'echo $$ > ${pidFile}; exec sleep 300'], env: {}, limits: { maxOutputBytes: 1000 } },
+        inputPath: ${JSON.stringify(path.join(dir, 'input'))}, workDir: ${JSON.stringify(dir)}, env: {}, timeoutMs: 600000, signal: new AbortController().signal });`;
+    const worker = spawn(process.execPath, ['--import', 'tsx', '--input-type=module', '-e', script], { stdio: 'ignore' });
+    const alive = (pid: number) => { try { process.kill(pid, 0); return true; } catch { return false; } };
+    let pid = 0;
+    for (let i = 0; i < 200 && !pid; i++) {
+      await new Promise((r) => setTimeout(r, 50));
+      pid = Number(fs.existsSync(pidFile) ? fs.readFileSync(pidFile, 'utf8').trim() : 0);
+    }
+    expect(pid).toBeGreaterThan(0);
+    expect(alive(pid)).toBe(true);
+    worker.kill('SIGKILL');
+    for (let i = 0; i < 40 && alive(pid); i++) await new Promise((r) => setTimeout(r, 50));
+    try {
+      expect(alive(pid)).toBe(false);
+    } finally {
+      if (alive(pid)) process.kill(pid, 'SIGKILL');
+      fs.rmSync(dir, { recursive: true, force: true });
+    }
   });
 
   it('refuses vm isolation unless a runner is injected', async () => {
