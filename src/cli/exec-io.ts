@@ -2,7 +2,20 @@
 import type { ExecHandle } from '../vm/engine.js';
 import type { ExecIo } from '../vm/exec.js';
 
-export interface TerminalIo { io: ExecIo; tty: boolean; restore(): void }
+export interface TerminalIo {
+  io: ExecIo;
+  tty: boolean;
+  /** Aborted when smol must stop without the guest's help: a second Ctrl-C, or a SIGTERM the command outlives. */
+  signal: AbortSignal;
+  /** The exit code an abort stands for (130 after Ctrl-C, 143 after SIGTERM). */
+  abortCode(): number;
+  restore(): void;
+}
+
+/** How long a command may take to act on a forwarded SIGTERM before smol stops waiting for it. */
+const TERM_GRACE_MS = 3_000;
+/** After an abort, cleanup (killing an ephemeral machine) gets this long before smol exits regardless. */
+const CLEANUP_MS = 10_000;
 
 export function terminalIo(o: { interactive?: boolean; tty?: boolean; timeoutMs?: number }): TerminalIo {
   const tty = !!o.tty && !!process.stdin.isTTY;
@@ -10,12 +23,25 @@ export function terminalIo(o: { interactive?: boolean; tty?: boolean; timeoutMs?
   const forward = !!o.interactive || tty || !process.stdin.isTTY;
   let handle: ExecHandle | undefined;
   let interrupts = 0;
+  let code = 130;
+  const ctl = new AbortController();
+  // the caller's cleanup (finally blocks) runs on abort; this only bounds it
+  const abort = (c: number) => {
+    if (ctl.signal.aborted) process.exit(c);
+    code = c;
+    ctl.abort(new Error(c === 130 ? 'interrupted' : 'terminated'));
+    setTimeout(() => process.exit(c), CLEANUP_MS).unref();
+  };
   const onSigint = () => {
     interrupts++;
-    if (interrupts > 1 || !handle) process.exit(130);
-    handle.signal('SIGINT');
+    if (interrupts > 1 || !handle) abort(130);
+    else handle.signal('SIGINT');
   };
-  const onSigterm = () => handle?.signal('SIGTERM');
+  const onSigterm = () => {
+    if (!handle) { abort(143); return; }
+    handle.signal('SIGTERM');
+    setTimeout(() => abort(143), TERM_GRACE_MS).unref();
+  };
   const onResize = () => handle?.resize(process.stdout.rows ?? 24, process.stdout.columns ?? 80);
   process.on('SIGINT', onSigint);
   process.on('SIGTERM', onSigterm);
@@ -25,11 +51,14 @@ export function terminalIo(o: { interactive?: boolean; tty?: boolean; timeoutMs?
   }
   return {
     tty,
+    signal: ctl.signal,
+    abortCode: () => code,
     io: {
       stdin: forward ? process.stdin : null,
       stdout: process.stdout,
       stderr: process.stderr,
       timeoutMs: o.timeoutMs,
+      signal: ctl.signal,
       onStart: (h) => { handle = h; },
     },
     restore: () => {

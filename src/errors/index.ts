@@ -22,6 +22,7 @@ export const ExitCode = {
   integrity: 76, // checksum, signature or format check failed
   timeout: 124, // --timeout elapsed
   interrupted: 130, // Ctrl-C
+  terminated: 143, // SIGTERM the command did not act on
 } as const;
 export type ExitCodeValue = (typeof ExitCode)[keyof typeof ExitCode];
 
@@ -108,4 +109,9 @@ export function mapFsError(err: unknown, what: string): unknown {
     return new NoSpaceError(`${what} failed: no space left on device`, { cause: err, hint: 'Free space in the smol data directory ($SMOL_HOME) and retry.' });
   }
   return err;
+}
+
+/** smol was told to stop (a second Ctrl-C, or SIGTERM) and did, after cleaning up what it started. */
+export class InterruptedError extends SmolError {
+  constructor(message: string, code: typeof ExitCode.interrupted | typeof ExitCode.terminated = ExitCode.interrupted) { super(message, code); }
 }

@@ -3,7 +3,7 @@ import fs from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
 import { pipeline } from 'node:stream/promises';
-import { NotFoundError, UserError, mapFsError } from '../errors/index.js';
+import { ExitCode, InterruptedError, NotFoundError, UserError, mapFsError } from '../errors/index.js';
 import type { ExecHandle, ExecRequest, GuestChannel } from './engine.js';
 import type { MachineService } from './service.js';
 import { attachGpu, type GpuAttachment } from './gpu.js';
@@ -14,6 +14,8 @@ export interface ExecIo {
   stdout: NodeJS.WritableStream;
   stderr: NodeJS.WritableStream;
   timeoutMs?: number;
+  /** Stop waiting for the command: it is killed and the exec fails with InterruptedError. */
+  signal?: AbortSignal;
   /** Receives the running command so the caller can forward signals and terminal resizes. */
   onStart?: (h: ExecHandle) => void;
 }
@@ -50,13 +52,27 @@ export async function execOnChannel(ch: GuestChannel, req: ExecRequest, io: Exec
   } else {
     h.stdin.end();
   }
+  let onAbort: (() => void) | undefined;
+  const aborted = new Promise<never>((_, reject) => {
+    onAbort = () => { h.signal('SIGKILL'); reject(interrupted(io.signal!)); };
+    if (io.signal?.aborted) onAbort();
+    else io.signal?.addEventListener('abort', onAbort, { once: true });
+  });
+  aborted.catch(() => undefined);
   try {
-    const [res] = await Promise.all([h.exit.catch((err) => notFoundAs127(err, req, io)), drained(h.stdout, io.stdout), drained(h.stderr, io.stderr)]);
+    const done = Promise.all([h.exit.catch((err) => notFoundAs127(err, req, io)), drained(h.stdout, io.stdout), drained(h.stderr, io.stderr)]);
+    const [res] = await Promise.race([done, aborted]);
     return { ...res, timedOut };
   } finally {
+    if (onAbort) io.signal?.removeEventListener('abort', onAbort);
     if (timer) clearTimeout(timer);
     if (io.stdin) io.stdin.unpipe(h.stdin as NodeJS.WritableStream);
   }
+}
+
+export function interrupted(signal: AbortSignal): InterruptedError {
+  const term = signal.reason instanceof Error && signal.reason.message === 'terminated';
+  return new InterruptedError(term ? 'terminated' : 'interrupted', term ? ExitCode.terminated : ExitCode.interrupted);
 }
 
 /** A command that does not exist exits 127, as in a shell, rather than failing smol itself. */

@@ -2,7 +2,7 @@
 import { BootError } from '../errors/index.js';
 import type { Smolfile } from '../smolfile/schema.js';
 import type { ExecRequest, Progress } from './engine.js';
-import { execOnChannel, type ExecIo, type ExecResult } from './exec.js';
+import { execOnChannel, interrupted, type ExecIo, type ExecResult } from './exec.js';
 import type { MachineRecord } from './registry/machines.js';
 import { DEFAULT_BOOT_TIMEOUT_MS, type MachineService, type OpenChannel } from './service.js';
 import { attachGpu } from './gpu.js';
@@ -14,6 +14,8 @@ export interface RunOptions {
   name?: string;
   /** Boot the kernel even when a boot snapshot could be restored (and do not save one). */
   coldBoot?: boolean;
+  /** Aborting kills the machine at once (whatever it is doing) and the run fails with InterruptedError. */
+  signal?: AbortSignal;
   /** Told how the machine came up: restored from a boot snapshot, or booted cold (saving a snapshot or not). */
   onBoot?: (how: BootKind) => void;
 }
@@ -22,8 +24,13 @@ export type BootKind = 'snapshot' | 'cold+saved' | 'cold';
 
 export async function runEphemeral(svc: MachineService, spec: Smolfile, req: ExecRequest, io: ExecIo, o: RunOptions = {}): Promise<ExecResult> {
   const rec = await svc.create(spec, { ephemeral: true, name: o.name, onProgress: o.onProgress });
+  const kill = () => {
+    const pid = svc.store.find(rec.id)?.pid;
+    if (pid) try { process.kill(pid, 'SIGKILL'); } catch { /* gone already */ }
+  };
+  o.signal?.addEventListener('abort', kill, { once: true });
   try {
-    const { ch, release } = await bootForRun(svc, rec, o);
+    const { ch, release } = await bootForRun(svc, rec, o).catch((err: unknown) => { throw o.signal?.aborted ? interrupted(o.signal) : err; });
     const gpu = spec.gpu ? await attachGpu(ch, { home: svc.home }).catch(async (err) => { ch.close(); release(); throw err; }) : undefined;
     try {
       return await execOnChannel(ch, { cwd: spec.workdir, ...req, env: { ...spec.env, ...gpu?.env, ...(req.env ?? {}) } }, io);
@@ -33,6 +40,7 @@ export async function runEphemeral(svc: MachineService, spec: Smolfile, req: Exe
       await gpu?.close();
     }
   } finally {
+    o.signal?.removeEventListener('abort', kill);
     await svc.remove(rec.id, { force: true });
   }
 }

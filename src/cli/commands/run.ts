@@ -37,7 +37,7 @@ export function register(program: Command): void {
       try {
         const res = await runEphemeral(machineService(), spec, {
           argv, tty: term.tty, rows: process.stdout.rows, cols: process.stdout.columns,
-        }, { ...term.io, onStart: (h) => { p.done(); term.io.onStart?.(h); } }, { name: o.name, bootTimeoutMs: o.bootTimeout, coldBoot: o.coldBoot, onProgress: (m) => p.update(m) });
+        }, { ...term.io, onStart: (h) => { p.done(); term.io.onStart?.(h); } }, { name: o.name, bootTimeoutMs: o.bootTimeout, coldBoot: o.coldBoot, signal: term.signal, onProgress: (m) => p.update(m) });
         process.exitCode = exitCodeOf(res);
       } finally {
         p.done();

@@ -58,6 +58,30 @@ describe('smol run (real QEMU)', () => {
     expect(JSON.parse(ls.stdout)).toEqual([]);
   });
 
+  it('stops with 143 on SIGTERM even when the guest command ignores it, and removes the machine', async () => {
+    const child = smolSpawn(['run', '--', 'sh', '-c', 'trap "" TERM INT; echo ready; while :; do sleep 1; done'], { home });
+    let out = '';
+    await new Promise<void>((resolve) => child.stdout!.on('data', (d: Buffer) => { out += d; if (out.includes('ready')) resolve(); }));
+    const t0 = Date.now();
+    child.kill('SIGTERM');
+    const code = await new Promise<number | null>((resolve) => child.on('close', resolve));
+    expect(code).toBe(143);
+    expect(Date.now() - t0).toBeLessThan(15_000);
+    expect(qemuProcessesMentioning(home)).toEqual([]);
+    expect(JSON.parse((await smol(['machine', 'ls', '--json'], { home })).stdout)).toEqual([]);
+  });
+
+  it('stops with 143 on SIGTERM during boot and leaves nothing behind', async () => {
+    const child = smolSpawn(['run', '--cold-boot', '--', 'true'], { home, env: { SMOL_VERBOSE: '1' } });
+    let err = '';
+    await new Promise<void>((resolve) => child.stderr!.on('data', (d: Buffer) => { err += d; if (err.includes('waiting for the guest agent')) resolve(); }));
+    child.kill('SIGTERM');
+    const code = await new Promise<number | null>((resolve) => child.on('close', resolve));
+    expect(code).toBe(143);
+    expect(qemuProcessesMentioning(home)).toEqual([]);
+    expect(JSON.parse((await smol(['machine', 'ls', '--json'], { home })).stdout)).toEqual([]);
+  });
+
   it('leaves no machine, QEMU or files behind after runs', async () => {
     expect(qemuProcessesMentioning(home)).toEqual([]);
     const dir = path.join(home, 'machines');
