@@ -48,9 +48,12 @@ async function captureRunning(s: MachineService, rec: MachineRecord, boot: BootF
   if (!ops) throw new PrerequisiteError('pack create --with-memory failed: this VM backend cannot save machine state');
   const layout = s.layout(rec);
   const unlock = s.store.lock(rec.id, 'pack', rec.name);
-  const tmp = fs.mkdtempSync(path.join(layout.dir, '.pack-'));
-  const cleanup = () => { fs.rmSync(tmp, { recursive: true, force: true }); unlock(); };
+  let tmp: string | undefined;
+  const cleanup = () => { if (tmp) fs.rmSync(tmp, { recursive: true, force: true }); unlock(); };
   try {
+    // holding the machine's lock, any staging dir here is from a pack that was killed: it held a RAM copy
+    for (const n of fs.readdirSync(layout.dir).filter((x) => x.startsWith('.pack-'))) fs.rmSync(path.join(layout.dir, n), { recursive: true, force: true });
+    tmp = fs.mkdtempSync(path.join(layout.dir, '.pack-'));
     const insp = await ops.inspect(layout);
     const restart = `smol machine stop ${rec.name} && smol machine start ${rec.name} --forkable`;
     if (insp.memory !== 'shared') {
