@@ -40,7 +40,7 @@ export type ArtifactEntry = z.infer<typeof artifactEntrySchema>;
 export const resumeStateSchema = z.object({
   /** Saved QEMU state restores only on the same build, accelerator and CPU model (DESIGN.md §3). */
   qemuVersion: z.string().min(1),
-  /** The first line of `qemu-system-x86_64 --version` (the distribution's package build). */
+  /** `qemu-system-x86_64 --version`'s first line from the version on: "7.2.22 (Debian 1:7.2+dfsg-7+deb12u18+b3)" (the package build). */
   qemuBuild: z.string().min(1),
   accelerator: z.enum(['kvm', 'tcg']),
   cpuModel: z.string().min(1),
@@ -169,7 +169,7 @@ export interface HostQemu {
   cpus: number;
   net: boolean;
   agentPorts: number;
-  /** The disk size asked for, when it differs from the artifact's own (a grown disk is a different device). */
+  /** The disk size asked for (Smolfile `disk`), if any: a disk of another size than the artifact's is a different device. */
   diskBytes?: number;
 }
 
