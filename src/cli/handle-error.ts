@@ -1,9 +1,12 @@
 /** The one place where errors become messages and exit codes (shadcn's handleError). */
+import fs from 'node:fs';
 import chalk from 'chalk';
 import { ZodError } from 'zod';
-import { ExitCode, SmolError, ValidationError } from '../errors/index.js';
+import { ExitCode, SmolError, ValidationError, mapFsError } from '../errors/index.js';
+import { smolHome } from '../util/paths.js';
 
 export function handleError(err: unknown, json = false): number {
+  err = mapFsError(fullDiskIoError(err) ?? err, 'writing smol\'s data'); // a full disk anywhere (SQLite included) is exit 73, not a bug
   if (err instanceof ZodError) {
     err = new ValidationError('invalid options', err.issues.map((i) => ({ path: i.path.join('.') || '(root)', message: i.message })));
   }
@@ -26,4 +29,16 @@ export function handleError(err: unknown, json = false): number {
   process.stderr.write(`${chalk.red('internal error:')} ${e?.stack ?? String(err)}\n`);
   process.stderr.write('This is a bug in smol; please report it with the command you ran.\n');
   return ExitCode.internal;
+}
+
+/** SQLite reports some writes on a full disk only as SQLITE_IOERR; the data dir's free space tells them apart. */
+function fullDiskIoError(err: unknown): NodeJS.ErrnoException | null {
+  const code = (err as { code?: unknown } | null)?.code;
+  if (typeof code !== 'string' || !code.startsWith('SQLITE_IOERR')) return null;
+  try {
+    const st = fs.statfsSync(smolHome());
+    return st.bavail * st.bsize < 1024 * 1024 ? Object.assign(new Error((err as Error).message), { code: 'ENOSPC' }) : null;
+  } catch {
+    return null;
+  }
 }

@@ -102,10 +102,11 @@ export class TimeoutError extends SmolError {
   constructor(message: string, detail: ErrorDetail = {}) { super(message, ExitCode.timeout, detail); }
 }
 
-/** Node's ENOSPC/EDQUOT become NoSpaceError so every caller reports a full disk the same way. */
+/** Node's ENOSPC/EDQUOT and SQLite's FULL become NoSpaceError so every caller reports a full disk the same way. */
 export function mapFsError(err: unknown, what: string): unknown {
+  if (err instanceof NoSpaceError) return err;
   const code = (err as NodeJS.ErrnoException | undefined)?.code;
-  if (code === 'ENOSPC' || code === 'EDQUOT') {
+  if (code === 'ENOSPC' || code === 'EDQUOT' || code === 'SQLITE_FULL') {
     return new NoSpaceError(`${what} failed: no space left on device`, { cause: err, hint: 'Free space in the smol data directory ($SMOL_HOME) and retry.' });
   }
   return err;

@@ -6,7 +6,7 @@ import { constants } from 'node:fs';
 import { access, stat } from 'node:fs/promises';
 import path from 'node:path';
 import type { Options, ResultPromise } from 'execa';
-import { PrerequisiteError, SmolError } from '../errors/index.js';
+import { NoSpaceError, PrerequisiteError, SmolError } from '../errors/index.js';
 
 // execa takes ~100 ms to import; commands that never start a subprocess should not pay for it
 let execaModule: Promise<typeof import('execa')> | undefined;
@@ -44,6 +44,10 @@ export async function run(file: string, args: readonly string[], opts: RunOption
     const res = { stdout: String(r.stdout ?? ''), stderr: String(r.stderr ?? ''), exitCode: r.exitCode ?? 1 };
     if (res.exitCode !== 0 && !opts.allowFailure) {
       const tail = res.stderr.trim().split('\n').slice(-5).join('\n');
+      // tools report a full disk only in words; callers should see the same error as from node's own I/O
+      if (/No space left on device|Disk quota exceeded/.test(res.stderr)) {
+        throw new NoSpaceError(`${file} ${args.slice(0, 3).join(' ')} failed: no space left on device`, { hint: `Free space and retry. ${tail}` });
+      }
       throw new SmolError(`${file} ${args.slice(0, 3).join(' ')} failed (exit ${res.exitCode}): ${tail}`);
     }
     return res;

@@ -76,7 +76,9 @@ export function buildQemuArgs(i: QemuArgsInput): string[] {
   a.push('-kernel', i.kernelPath, '-initrd', i.initrdPath, '-append', i.cmdline);
   (i.disks ?? []).forEach((d, n) => {
     const id = d.id ?? `disk${n}`;
-    const drive = [`id=${opt(id)}`, `file=${opt(d.path)}`, `format=${d.format ?? 'qcow2'}`, 'if=none', `cache=${d.cache ?? 'writeback'}`];
+    // werror/rerror=report: on a full host disk the guest sees the write fail; QEMU's default (enospc) pauses
+    // the whole VM, which leaves every exec hanging with no message
+    const drive = [`id=${opt(id)}`, `file=${opt(d.path)}`, `format=${d.format ?? 'qcow2'}`, 'if=none', `cache=${d.cache ?? 'writeback'}`, 'werror=report', 'rerror=report'];
     if (d.readOnly) drive.push('read-only=on');
     a.push('-drive', drive.join(','), '-device', `virtio-blk-device,drive=${opt(id)}`);
   });

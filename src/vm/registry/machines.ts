@@ -147,7 +147,12 @@ export class MachineStore {
       this.db.prepare('INSERT OR REPLACE INTO locks (machine, pid, op, acquired_at) VALUES (?, ?, ?, ?)').run(id, pid, op, Date.now());
     }).immediate();
     return () => {
-      this.db.prepare('DELETE FROM locks WHERE machine = ? AND pid = ?').run(id, pid);
+      try {
+        this.db.prepare('DELETE FROM locks WHERE machine = ? AND pid = ?').run(id, pid);
+      } catch {
+        // e.g. SQLITE_FULL on a full disk: the row names this pid, so the next locker takes it over once we
+        // exit; failing here would only replace the command's own result with a cleanup error
+      }
     };
   }
 }

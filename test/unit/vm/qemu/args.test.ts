@@ -62,8 +62,8 @@ describe('buildQemuArgs', () => {
   it('attaches disks as virtio-blk-device with stable drive ids', () => {
     const a = buildQemuArgs({ ...base, disks: [{ path: '/m/disk.qcow2' }, { path: '/m/data.raw', format: 'raw', readOnly: true, id: 'data' }] });
     expect(values(a, '-drive')).toEqual([
-      'id=disk0,file=/m/disk.qcow2,format=qcow2,if=none,cache=writeback',
-      'id=data,file=/m/data.raw,format=raw,if=none,cache=writeback,read-only=on',
+      'id=disk0,file=/m/disk.qcow2,format=qcow2,if=none,cache=writeback,werror=report,rerror=report',
+      'id=data,file=/m/data.raw,format=raw,if=none,cache=writeback,werror=report,rerror=report,read-only=on',
     ]);
     expect(values(a, '-device')).toEqual(expect.arrayContaining(['virtio-blk-device,drive=disk0', 'virtio-blk-device,drive=data']));
   });

@@ -1,0 +1,59 @@
+import { spawnSync } from 'node:child_process';
+import fs from 'node:fs';
+import path from 'node:path';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { killQemuMentioning, qemuProcessesMentioning, scratchHome, smol } from '../../helpers/cli.js';
+
+// A data dir on a small tmpfs that the test fills: needs root (CI and these machines run as root).
+let home: string;
+let mounted = false;
+const canMount = process.getuid?.() === 0;
+
+const fill = (leaveKiB: number) => {
+  const avail = Number(spawnSync('df', ['-k', '--output=avail', home], { encoding: 'utf8' }).stdout.trim().split('\n').pop());
+  const n = Math.max(0, avail - leaveKiB);
+  fs.writeFileSync(path.join(home, 'filler'), Buffer.alloc(n * 1024));
+};
+const unfill = () => fs.rmSync(path.join(home, 'filler'), { force: true });
+
+beforeAll(() => {
+  if (!canMount) return;
+  home = scratchHome('full');
+  mounted = spawnSync('mount', ['-t', 'tmpfs', '-o', 'size=24m', 'tmpfs', home]).status === 0;
+});
+afterAll(() => {
+  if (!home) return;
+  killQemuMentioning(home);
+  if (mounted) spawnSync('umount', ['-l', home]);
+  fs.rmSync(home, { recursive: true, force: true });
+});
+
+describe.skipIf(!canMount)('disk full in the data dir (tmpfs SMOL_HOME; skipped when not root: mounting needs it)', () => {
+  it('machine create fails with 73 and registers nothing', async () => {
+    expect(mounted).toBe(true);
+    expect((await smol(['machine', 'ls'], { home })).code).toBe(0); // registry exists before the disk fills
+    fill(100);
+    const r = await smol(['machine', 'create', 'full1'], { home });
+    expect(r.code).toBe(73);
+    expect(r.stderr).toMatch(/no space left/i);
+    unfill();
+    const ls = await smol(['machine', 'ls', '--json'], { home });
+    expect(JSON.parse(ls.stdout)).toEqual([]);
+    expect(fs.readdirSync(path.join(home, 'machines'))).toEqual([]);
+  });
+
+  it('a guest writing into a full data dir gets an I/O error, and the machine keeps running', async () => {
+    expect((await smol(['machine', 'create', 'w1'], { home })).code).toBe(0);
+    expect((await smol(['machine', 'start', 'w1'], { home })).code).toBe(0);
+    fill(256);
+    // the overlay must grow to take 8 MiB of new data: the host write fails and the guest sees it
+    const w = await smol(['machine', 'exec', 'w1', '--timeout', '60s', '--', 'sh', '-c', 'dd if=/dev/urandom of=/root/big bs=1M count=8 conv=fsync 2>&1; echo "dd=$?"'], { home });
+    expect(w.code).toBe(0);
+    expect(w.stdout).toMatch(/dd=[1-9]/);
+    unfill();
+    const after = await smol(['machine', 'exec', 'w1', '--', 'echo', 'still here'], { home });
+    expect(after.stdout).toBe('still here\n');
+    expect((await smol(['machine', 'rm', '-f', 'w1'], { home })).code).toBe(0);
+    expect(qemuProcessesMentioning(home)).toEqual([]);
+  });
+});
