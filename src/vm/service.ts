@@ -102,6 +102,8 @@ export class MachineService {
       try {
         ch = await this.waitReady(rec, layout, pid, o.bootTimeoutMs ?? DEFAULT_BOOT_TIMEOUT_MS);
         if (!rec.booted) await this.firstBoot(rec, ch, o.onProgress);
+        // a persistent root keeps /etc/hostname, but the kernel's hostname and clock start over each boot
+        else await ch.configure({ hostname: rec.name, timeMs: Date.now() }).catch(() => undefined);
         // without the helper a fork still works; only the fork-point handshake is missing
         if (forkable && o.forkHelper !== false) await installForkHelper(ch).catch((e: unknown) => o.onProgress?.(`smol-fork-ready not installed: ${(e as Error).message}`));
       } catch (err) {

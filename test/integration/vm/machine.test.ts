@@ -52,14 +52,14 @@ describe('persistent machines (real QEMU)', () => {
     expect(sum.stdout.split(' ')[0]).toMatch(/^[0-9a-f]{32}$/);
   });
 
-  it('keeps disk changes across stop and start, and init does not run again', async () => {
+  it('keeps disk changes across stop and start, and init does not run again; the hostname is set again', async () => {
     expect((await smol(['machine', 'exec', 'vm1', '--', 'sh', '-c', 'echo kept > /root/state; sync'], { home })).code).toBe(0);
     expect((await smol(['machine', 'stop', 'vm1'], { home })).code).toBe(0);
     expect(json((await smol(['machine', 'status', 'vm1', '--json'], { home })).stdout).state).toBe('stopped');
     expect(qemuProcessesMentioning(home)).toEqual([]);
     expect((await smol(['machine', 'start', 'vm1'], { home })).code).toBe(0);
-    const r = await smol(['machine', 'exec', 'vm1', '--', 'sh', '-c', 'cat /root/state; wc -l < /etc/first-boot'], { home });
-    expect(r.stdout).toBe('kept\n1\n');
+    const r = await smol(['machine', 'exec', 'vm1', '--', 'sh', '-c', 'cat /root/state; wc -l < /etc/first-boot; hostname'], { home });
+    expect(r.stdout).toBe('kept\n1\nvm1\n');
   });
 
   it('shows the guest console with logs', async () => {
