@@ -37,5 +37,6 @@ export async function openLedger(explicit?: string, env: NodeJS.ProcessEnv = pro
   } else {
     ledger = new SqliteLedger({ path: location.ledger, synchronous: location.sync });
   }
-  return { ledger, blobs: new BlobStore(location.blobs, location.sync === 'full'), location };
+  // small blobs as rows need one host (WAL); a PostgreSQL ledger's workers may share the directory across hosts
+  return { ledger, blobs: new BlobStore(location.blobs, location.sync === 'full', { inline: location.backend === 'sqlite' }), location };
 }

@@ -38,10 +38,11 @@ export async function execute(ctx: ExecContext, m: Manifest, c: Claim, signal: A
 async function runCpu(ctx: ExecContext, stage: CpuStage, c: Claim, budget: number, signal: AbortSignal): Promise<Execution> {
   const workDir = fs.mkdtempSync(path.join(os.tmpdir(), `smol-item-${c.item.id}-`));
   try {
+    const inputPath = ctx.blobs.fileOf(c.item.inputRef);
     const out = await ctx.runner.run({
-      stage, inputPath: ctx.blobs.pathOf(c.item.inputRef), workDir, timeoutMs: budget, signal,
+      stage, inputPath, workDir, timeoutMs: budget, signal,
       env: {
-        SMOL_INPUT: ctx.blobs.pathOf(c.item.inputRef), SMOL_ROLLOUT_ID: c.item.rolloutId, SMOL_ITEM_ID: String(c.item.id),
+        SMOL_INPUT: inputPath, SMOL_ROLLOUT_ID: c.item.rolloutId, SMOL_ITEM_ID: String(c.item.id),
         SMOL_SAMPLE_ID: c.item.sampleId, SMOL_STAGE: c.item.stage, SMOL_ATTEMPT: String(c.attempt),
         SMOL_IDEMPOTENCY_KEY: c.item.idempotencyKey, SMOL_ENV_VERSION: c.item.envVersion,
       },

@@ -102,9 +102,11 @@ export class GatewayService {
       idempotencyKey: p.req.idempotencyKey, status: 'failed', outputRef: null, envVersion: this.o.envVersion, batchId, batchSize: live.length, upstreamMs: null, error: null, ...o,
     });
     try {
-      const rows: NewInference[] = items.map((p) => ({
+      // one commit for the batch's small blobs, in place before the ledger names them
+      const inputRefs = this.o.blobs.putMany(items.map((p) => p.req.input.text));
+      const rows: NewInference[] = items.map((p, i) => ({
         idempotencyKey: p.req.idempotencyKey, requestId: p.req.requestId, rolloutId: p.req.rolloutId, requestHash: p.hash, model: p.req.model.name,
-        modelVersion: p.req.model.version, promptVersion: p.req.promptVersion, inputRef: this.o.blobs.put(p.req.input.text), params: canonical(p.req.params),
+        modelVersion: p.req.model.version, promptVersion: p.req.promptVersion, inputRef: inputRefs[i], params: canonical(p.req.params),
       }));
       await this.o.ledger.beginInference(rows);
       if (late.length) {
@@ -117,7 +119,7 @@ export class GatewayService {
       const t0 = performance.now();
       const texts = await this.o.upstream.complete(first.model.name, live.map((p) => p.req.input.text), first.params);
       const upstreamMs = performance.now() - t0;
-      const refs = texts.map((t) => this.o.blobs.put(t));
+      const refs = this.o.blobs.putMany(texts);
       // durable before acknowledged: the ledger commit happens before any response is written
       await this.o.ledger.finishInference(live.map((p, i) => outcome(p, { status: 'done', outputRef: refs[i], upstreamMs })));
       this.counters.batches++;

@@ -13,5 +13,6 @@ export async function withLedger<T>(explicit: string | undefined, fn: (l: OpenLe
     return await fn(l);
   } finally {
     await l.ledger.close();
+    l.blobs.close();
   }
 }
