@@ -53,6 +53,8 @@ export class TxRunner {
 
   /** Runs once, before the next write transaction (the ledger starts its checkpointer there). */
   beforeFirstWrite: (() => void) | null = null;
+  /** Runs before every write transaction. */
+  beforeWrite: (() => void) | null = null;
 
   write<T>(what: string, fn: () => T): T {
     if (this.beforeFirstWrite) {
@@ -60,6 +62,7 @@ export class TxRunner {
       this.beforeFirstWrite = null;
       f();
     }
+    this.beforeWrite?.();
     this.retry(what, () => this.begin.run());
     let result: T;
     try {

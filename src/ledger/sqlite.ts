@@ -63,11 +63,20 @@ export class SqliteLedger implements Ledger {
   private startCheckpointer(): void {
     try {
       // 1000 frames (~4 MB) is SQLite's own autocheckpoint threshold; a 50 ms look at the WAL index is one pread
-      this.checkpointer = new Checkpointer(this.db.name, { intervalMs: 50, minFrames: 1000 }, () => {
+      this.checkpointer = new Checkpointer(this.db.name, { intervalMs: 50, minFrames: 1000, maxFrames: 4000 }, () => {
         this.checkpointer = null;
+        this.tx.beforeWrite = null;
         if (this.db.open) this.db.pragma('wal_autocheckpoint = 1000');
       });
       this.db.pragma('wal_autocheckpoint = 0');
+      let inline = false;
+      // while the WAL is past ~16 MB the commits checkpoint too (see Checkpointer.behind)
+      this.tx.beforeWrite = () => {
+        const behind = this.checkpointer?.behind() ?? false;
+        if (behind === inline) return;
+        inline = behind;
+        this.db.pragma(`wal_autocheckpoint = ${inline ? 1000 : 0}`);
+      };
     } catch {
       this.checkpointer = null; // no threads here: SQLite's autocheckpoint stays on
     }
@@ -344,6 +353,7 @@ export class SqliteLedger implements Ledger {
     const c = this.checkpointer;
     this.checkpointer = null;
     this.tx.beforeFirstWrite = null;
+    this.tx.beforeWrite = null;
     await c?.stop();
     if (this.db.open) this.db.close();
   }
