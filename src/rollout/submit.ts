@@ -34,8 +34,10 @@ export async function submitRollout(ledger: Ledger, blobs: BlobStore, text: stri
   const now = await ledger.now();
   const deadlineAt = m.defaults.deadline ? now + m.defaults.deadline : null;
   const rollout = { id: m.name, envVersion: m.environment.version };
-  const items = samplesOf(m).map((s) => itemFor(rollout, m, {
-    stageIndex: 0, sampleId: s.id, inputRef: blobs.put(s.text), inputVersion: digest.slice(0, 19), deadlineAt,
+  const samples = samplesOf(m);
+  const inputRefs = blobs.putMany(samples.map((s) => s.text)); // small inputs share one commit
+  const items = samples.map((s, i) => itemFor(rollout, m, {
+    stageIndex: 0, sampleId: s.id, inputRef: inputRefs[i], inputVersion: digest.slice(0, 19), deadlineAt,
   }));
   await ledger.putManifest(digest, canonical);
   const { created } = await ledger.createRollout({ id: m.name, name: m.name, manifestDigest: digest, envVersion: m.environment.version, gpus: m.gpus }, items);
