@@ -55,12 +55,12 @@ async function outputs(rolloutId: string): Promise<{ states: string[]; texts: st
 }
 
 describe('smol worker --isolation vm (real QEMU)', () => {
-  it('runs each attempt in a throwaway microVM: input on stdin, $SMOL_OUTPUT or stdout back by digest', async () => {
-    const file = manifest('vmrun', `  - name: upper\n    kind: cpu\n    command: [sh, -c, '${IN_VM}; echo "$(tr a-z A-Z) $where $SMOL_SAMPLE_ID" > "$SMOL_OUTPUT"']\n`, 2);
+  it('runs each attempt in a throwaway microVM: input on stdin, $SMOL_OUTPUT or stdout back by digest, limits applied', async () => {
+    const file = manifest('vmrun', `  - name: upper\n    kind: cpu\n    limits: { openFiles: 77 }\n    command: [sh, -c, '${IN_VM}; echo "$(tr a-z A-Z) $where $SMOL_SAMPLE_ID $(ulimit -n)" > "$SMOL_OUTPUT"']\n`, 2);
     await submitAndWork(file, ['--concurrency', '1']);
     const r = await outputs('vmrun');
     expect(r.states).toEqual(['done', 'done']);
-    expect(r.texts).toEqual(['IN0 vm s0\n', 'IN1 vm s1\n']);
+    expect(r.texts).toEqual(['IN0 vm s0 77\n', 'IN1 vm s1 77\n']);
     expect(qemuProcessesMentioning(home)).toEqual([]);
   });
 
