@@ -36,6 +36,11 @@ export class BlobStore {
     this.smallStore ??= new SmallBlobs(this.dir, this.durable);
     return this.smallStore;
   }
+  /** The row for a small blob; a store that never held one is not created just to look (`ledger check`). */
+  private smallRow(digest: string): Buffer | null {
+    if (!this.inline || (!this.smallStore && !fs.existsSync(path.join(this.dir, 'small.db')))) return null;
+    return this.small().get(digest);
+  }
 
   /** Where the blob's file is (or would be); small blobs may have none, see fileOf(). */
   pathOf(digest: string): string {
@@ -45,14 +50,14 @@ export class BlobStore {
   }
 
   has(digest: string): boolean {
-    return fs.existsSync(this.pathOf(digest)) || (this.inline && this.small().has(digest));
+    return fs.existsSync(this.pathOf(digest)) || this.smallRow(digest) !== null;
   }
 
   /** A file holding the blob, written from its row for a small blob (a stage reads its input from a file). */
   fileOf(digest: string): string {
     const p = this.pathOf(digest);
     if (fs.existsSync(p)) return p;
-    const row = this.inline ? this.small().get(digest) : null;
+    const row = this.smallRow(digest);
     if (!row) throw new IntegrityError(`blob ${digest} is missing`, { where: this.dir });
     if (digestOf(row) !== digest) throw new IntegrityError(`blob ${digest} is corrupt (content hash differs)`, { where: path.join(this.dir, 'small.db') });
     this.writeFile(digest, row);
@@ -126,7 +131,7 @@ export class BlobStore {
       data = fs.readFileSync(this.pathOf(digest));
     } catch (err) {
       if ((err as NodeJS.ErrnoException).code !== 'ENOENT') throw err;
-      const row = this.inline ? this.small().get(digest) : null;
+      const row = this.smallRow(digest);
       if (!row) throw new IntegrityError(`blob ${digest} is missing`, { where: this.dir });
       data = row;
     }

@@ -19,7 +19,6 @@ export class SmallBlobs {
   private readonly tx: TxRunner;
   private readonly ins: Database.Statement;
   private readonly sel: Database.Statement;
-  private readonly has_: Database.Statement;
 
   constructor(dir: string, durable: boolean) {
     this.db = new Database(path.join(dir, 'small.db'), { timeout: 0 });
@@ -32,7 +31,6 @@ export class SmallBlobs {
     this.tx.write('creating the small-blob store', () => this.db.exec('CREATE TABLE IF NOT EXISTS blobs (digest TEXT PRIMARY KEY, data BLOB NOT NULL) STRICT, WITHOUT ROWID'));
     this.ins = this.db.prepare('INSERT OR IGNORE INTO blobs (digest, data) VALUES (?, ?)');
     this.sel = this.db.prepare('SELECT data FROM blobs WHERE digest = ?').pluck();
-    this.has_ = this.db.prepare('SELECT 1 FROM blobs WHERE digest = ?').pluck();
   }
 
   /** Stores every (digest, bytes) pair in one commit. */
@@ -45,10 +43,6 @@ export class SmallBlobs {
 
   get(digest: string): Buffer | null {
     return (this.tx.retry('reading a blob', () => this.sel.get(digest)) as Buffer | undefined) ?? null;
-  }
-
-  has(digest: string): boolean {
-    return this.tx.retry('reading a blob', () => this.has_.get(digest)) !== undefined;
   }
 
   close(): void {

@@ -24,6 +24,9 @@ describe('blob store', () => {
     expect(b.getText(small)).toBe('a prompt');
     expect(b.get(big).length).toBe(INLINE_MAX_BYTES + 1);
     expect([b.has(small), b.has(big), b.has(digestOf('never stored'))]).toEqual([true, true, false]);
+    const fresh = new BlobStore(path.join(dir, 'fresh'));
+    expect(fresh.has(small)).toBe(false);
+    expect(fs.existsSync(path.join(dir, 'fresh', 'small.db'))).toBe(false); // looking does not create it
     b.close();
     // another store on the same directory (another process) sees them
     const again = new BlobStore(dir);
