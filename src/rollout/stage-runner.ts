@@ -45,12 +45,13 @@ export function prlimitArgs(l: CpuStage['limits']): string[] {
 
 export class ProcessStageRunner implements StageRunner {
   readonly isolation = 'process' as const;
-  private constructor(private readonly prlimit: string, private readonly setpriv: string | null) {}
+  private constructor(private readonly prlimit: string, private readonly setpriv: string | null, private readonly kill: string | null) {}
 
   static async create(): Promise<ProcessStageRunner> {
-    const [p, sp] = await Promise.all([which('prlimit'), which('setpriv')]);
+    // kill(1), not the shell's: dash's builtin cannot signal a process group
+    const [p, sp, k] = await Promise.all([which('prlimit'), which('setpriv'), which('kill')]);
     if (!p) throw new PrerequisiteError('prlimit not found; it enforces stage resource limits', { hint: 'Install util-linux (apt-get install util-linux).' });
-    return new ProcessStageRunner(p, sp);
+    return new ProcessStageRunner(p, sp, k);
   }
 
   /**
@@ -77,6 +78,12 @@ export class ProcessStageRunner implements StageRunner {
     const killGroup = () => {
       try { if (child.pid) process.kill(-child.pid, 'SIGKILL'); } catch { /* already gone */ }
     };
+    // The parent-death signal reaches the command only, not what it started in the background. This guard
+    // reads a pipe from this process; when the worker dies (even by SIGKILL) the pipe closes and the guard
+    // kills the stage's whole group. Normally the guard is killed below, after the group.
+    const guard = child.pid && this.kill
+      ? (await spawn('/bin/sh', ['-c', 'read _; exec "$0" -s KILL -- "$1"', this.kill, `-${child.pid}`], { stdio: ['pipe', 'ignore', 'ignore'] })).child
+      : null;
     const timer = setTimeout(() => { timedOut = true; killGroup(); }, r.timeoutMs);
     const onAbort = () => { aborted = true; killGroup(); };
     r.signal.addEventListener('abort', onAbort, { once: true });
@@ -93,6 +100,7 @@ export class ProcessStageRunner implements StageRunner {
       clearTimeout(timer);
       r.signal.removeEventListener('abort', onAbort);
       killGroup(); // stray background children of the command do not outlive the attempt
+      guard?.kill('SIGKILL');
     }
   }
 }

@@ -57,14 +57,15 @@ describe('process stage runner', () => {
     expect(prlimitArgs({ maxOutputBytes: 10, cpuSeconds: 2, memoryMiB: 1, openFiles: 5 })).toEqual(['--fsize=10', '--cpu=2', '--as=1048576', '--nofile=5']);
   });
 
-  it('a SIGKILLed worker takes its stage command with it (parent-death signal)', async () => {
+  it('a SIGKILLed worker takes its stage command and its background children with it', async () => {
     const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'smol-stage-'));
     const pidFile = path.join(dir, 'pid');
+    const bgFile = path.join(dir, 'bg');
     fs.writeFileSync(path.join(dir, 'input'), '');
     // a stand-in worker: runs one stage that records its pid and sleeps
     const script = `const { ProcessStageRunner } = await import(${JSON.stringify(path.resolve('src/rollout/stage-runner.ts'))});
       const r = await ProcessStageRunner.create();
-      await r.run({ stage: { name: 's', kind: 'cpu', command: ['sh', '-c', 'echo $$ > ${pidFile}; exec sleep 300'], env: {}, limits: { maxOutputBytes: 1000 } },
+      await r.run({ stage: { name: 's', kind: 'cpu', command: ['sh', '-c', 'sleep 300 & echo $! > ${bgFile}; echo $$ > ${pidFile}; exec sleep 300'], env: {}, limits: { maxOutputBytes: 1000 } },
         inputPath: ${JSON.stringify(path.join(dir, 'input'))}, workDir: ${JSON.stringify(dir)}, env: {}, timeoutMs: 600000, signal: new AbortController().signal });`;
     const worker = spawn(process.execPath, ['--import', 'tsx', '--input-type=module', '-e', script], { stdio: 'ignore' });
     const alive = (pid: number) => { try { process.kill(pid, 0); return true; } catch { return false; } };
@@ -73,14 +74,15 @@ describe('process stage runner', () => {
       await new Promise((r) => setTimeout(r, 50));
       pid = Number(fs.existsSync(pidFile) ? fs.readFileSync(pidFile, 'utf8').trim() : 0);
     }
+    const bg = Number(fs.readFileSync(bgFile, 'utf8').trim());
     expect(pid).toBeGreaterThan(0);
-    expect(alive(pid)).toBe(true);
+    expect([alive(pid), alive(bg)]).toEqual([true, true]);
     worker.kill('SIGKILL');
-    for (let i = 0; i < 40 && alive(pid); i++) await new Promise((r) => setTimeout(r, 50));
+    for (let i = 0; i < 40 && (alive(pid) || alive(bg)); i++) await new Promise((r) => setTimeout(r, 50));
     try {
-      expect(alive(pid)).toBe(false);
+      expect([alive(pid), alive(bg)]).toEqual([false, false]);
     } finally {
-      if (alive(pid)) process.kill(pid, 'SIGKILL');
+      for (const p of [pid, bg]) if (alive(p)) process.kill(p, 'SIGKILL');
       fs.rmSync(dir, { recursive: true, force: true });
     }
   });
