@@ -7,10 +7,14 @@
 import fs from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
-import { execFileSync } from 'node:child_process';
+import { execFile, execFileSync } from 'node:child_process';
+import { promisify } from 'node:util';
 import { fileURLToPath } from 'node:url';
 import { startGpuDaemon } from '../src/cuda/daemon/index.js';
 import { koffiModule } from '../src/cuda/daemon/driver/cuda.js';
+import { buildGlibcRootfs } from '../test/helpers/glibc-rootfs.js';
+
+const execFileAsync = promisify(execFile);
 
 const root = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '..');
 const build = path.join(root, 'build');
@@ -110,10 +114,53 @@ async function main() {
     for (const [name, a, b, , target] of rows) {
       console.log([name.padEnd(58), fmt(a).padStart(12), fmt(b).padStart(12), (b / a).toFixed(2).padStart(15), target.padStart(10)].join(''));
     }
+    await programRows(daemon.endpoint, dir);
     console.log(`load average ${os.loadavg().map((l) => l.toFixed(1)).join(' ')} (other work on this machine skews these numbers)`);
   } finally {
     await daemon.close();
     fs.rmSync(dir, { recursive: true, force: true });
   }
 }
+/** `BENCH name value` lines of test/fixtures/cuda-programs/driver_bench, as numbers. */
+async function runProgram(file: string, args: string[], env: NodeJS.ProcessEnv): Promise<Record<string, number>> {
+  const { stdout } = await execFileAsync(file, args, { env: { ...process.env, ...env }, maxBuffer: 1 << 20 });
+  return Object.fromEntries([...stdout.matchAll(/^BENCH (\S+) (\S+)/gm)].map((m) => [m[1], Number(m[2])]));
+}
+
+/**
+ * The same measurements from inside a C program: against the FAKE driver directly, through the shim to the
+ * daemon on this host, and through the shim inside a microVM (guest socket -> agent -> virtio-serial -> smol
+ * -> daemon). The VM row needs the guest kernel and images (`smol setup` or a test run's .smol-test/shared).
+ */
+async function programRows(endpoint: string, dir: string): Promise<void> {
+  const progs = path.join(build, 'cuda-programs');
+  const ptx = path.join(progs, 'kernels.ptx');
+  const prog = path.join(progs, 'driver_bench');
+  const [mib, calls, launches] = quick ? ['16', '500', '5000'] : ['64', '2000', '20000'];
+  const direct = await runProgram(prog, [ptx, mib, calls, launches], { LD_LIBRARY_PATH: path.dirname(driverPath) });
+  const shim = await runProgram(prog, [ptx, mib, calls, launches], { LD_LIBRARY_PATH: build, SMOL_CUDA_ENDPOINT: endpoint });
+  const assets = process.env.SMOL_ASSETS ?? path.join(root, '.smol-test', 'shared');
+  let vm: Record<string, number> | null = null;
+  let why = '';
+  if (libArg > 0) why = 'not with --libcuda';
+  else if (!fs.existsSync(path.join(assets, 'kernel'))) why = `no guest kernel in ${assets} (run smol setup)`;
+  else {
+    const rootfs = path.join(dir, 'rootfs');
+    await buildGlibcRootfs(rootfs, [prog], [ptx]);
+    // smaller counts: every call crosses the emulated machine
+    vm = await runProgram(process.execPath, [path.join(root, 'bin', 'smol'), 'run', '--gpu', '--image', rootfs, '--', '/opt/bin/driver_bench', '/opt/bin/kernels.ptx', '16', '500', '2000'],
+      { SMOL_HOME: path.join(dir, 'home'), SMOL_ASSETS: assets, SMOL_LIBCUDA: driverPath });
+  }
+  const metrics: [string, string, string][] = [
+    ['null_p50_us', 'sync null call p50, µs', '≤ 25'], ['null_p99_us', 'sync null call p99, µs', '≤ 100'],
+    ['launches_per_s', 'fire-and-forget launches/s', '≥ 200000'], ['htod_gib_s', 'HtoD GiB/s', '≥ 1'], ['dtoh_gib_s', 'DtoH GiB/s', '≥ 1'],
+  ];
+  console.log(`\nfrom a C program (driver_bench): direct FAKE driver | shim -> unix socket -> daemon | shim inside a microVM (TCG)${vm ? '' : ` [VM: skipped, ${why}]`}`);
+  console.log(['metric'.padEnd(34), 'direct'.padStart(12), 'host shim'.padStart(12), 'in VM'.padStart(12), 'VM/host shim'.padStart(14), 'target'.padStart(10)].join(''));
+  const fmt = (n: number | undefined) => (n === undefined ? '-' : n >= 1000 ? Math.round(n).toString() : n.toFixed(2));
+  for (const [k, name, target] of metrics) {
+    console.log([name.padEnd(34), fmt(direct[k]).padStart(12), fmt(shim[k]).padStart(12), fmt(vm?.[k]).padStart(12), (vm ? (vm[k] / shim[k]).toFixed(2) : '-').padStart(14), target.padStart(10)].join(''));
+  }
+}
+
 main().catch((err) => { console.error(err); process.exit(1); });
