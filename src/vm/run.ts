@@ -6,7 +6,7 @@ import { execOnChannel, interrupted, type ExecIo, type ExecResult } from './exec
 import type { MachineRecord } from './registry/machines.js';
 import { DEFAULT_BOOT_TIMEOUT_MS, type MachineService, type OpenChannel } from './service.js';
 import { attachGpu } from './gpu.js';
-import { captureSnapshot, dropSnapshot, findSnapshot, snapshotEligible, snapshotKey, startFromSnapshot } from './warm.js';
+import { shmHasRoom, captureSnapshot, dropSnapshot, findSnapshot, snapshotEligible, snapshotKey, startFromSnapshot } from './warm.js';
 
 export interface RunOptions {
   onProgress?: Progress;
@@ -70,6 +70,11 @@ async function bootForRun(svc: MachineService, rec: MachineRecord, o: RunOptions
       dropSnapshot(snap);
       o.onProgress?.(`boot snapshot unusable (${(err as Error).message}); booting`);
     }
+  }
+  if (!shmHasRoom(rec.spec.memory)) {
+    o.onProgress?.(`not saving a boot snapshot: /dev/shm has less free space than the guest's ${rec.spec.memory} MiB`);
+    o.onBoot?.('cold');
+    return cold(false);
   }
   const ch = await cold(true);
   try {

@@ -6,7 +6,7 @@
 import crypto from 'node:crypto';
 import fs from 'node:fs';
 import path from 'node:path';
-import { BootError, ConflictError, GuestChannelError, SmolError, mapFsError } from '../errors/index.js';
+import { BootError, ConflictError, GuestChannelError, PrerequisiteError, SmolError, mapFsError } from '../errors/index.js';
 import type { Smolfile } from '../smolfile/schema.js';
 import type { Engine, GuestChannel, Progress } from './engine.js';
 import { machineLayout, AGENT_PORTS, type MachineLayout } from './layout.js';
@@ -14,6 +14,7 @@ import { MachineStore, newMachineId, pidAlive, type MachineRecord } from './regi
 import { isOrphan, reconcile } from './reconcile.js';
 import { installForkHelper } from './fork/guest.js';
 import { releaseForkPoints } from './fork/cleanup.js';
+import { shmHasRoom } from './warm.js';
 import { resumePlanFile } from './boot-files.js';
 
 export interface ServiceOptions { home: string; store: MachineStore; engine: Engine }
@@ -85,6 +86,11 @@ export class MachineService {
       this.store.update(rec.id, { state: 'starting', lastError: null });
       fs.mkdirSync(layout.runDir, { recursive: true });
       const forkable = o.forkable ?? rec.spec.fork.enabled;
+      if (forkable && !shmHasRoom(rec.spec.memory)) {
+        throw new PrerequisiteError(`machine "${rec.name}" cannot start forkable: /dev/shm has less than its ${rec.spec.memory} MiB free (its RAM must live there to be shared with clones)`, {
+          where: rec.name, hint: 'Give /dev/shm more room (e.g. docker run --shm-size=1g, or mount -o remount,size=2G /dev/shm), or start it without --forkable.',
+        });
+      }
       const resumed = fs.existsSync(resumePlanFile(layout)) ? await this.resume(rec, layout, o) : null;
       if (resumed) {
         this.store.update(rec.id, { state: 'running', booted: true });

@@ -35,6 +35,20 @@ export function snapshotEligible(svc: MachineService, rec: MachineRecord): boole
   return !!svc.engine.fork && svc.isDiskless(rec) && !rec.spec.net && process.env.SMOL_BOOT_SNAPSHOTS !== '0';
 }
 
+/**
+ * Saving a snapshot boots the machine with its RAM in a /dev/shm file. Where /dev/shm is smaller than the
+ * guest (containers default to 64 MiB) the guest would die of SIGBUS as it touched more, so such hosts
+ * boot plainly and save nothing; restoring needs no /dev/shm.
+ */
+export function shmHasRoom(memoryMiB: number, shm = '/dev/shm'): boolean {
+  try {
+    const st = fs.statfsSync(shm);
+    return st.bavail * st.bsize >= memoryMiB * 2 ** 20;
+  } catch {
+    return false;
+  }
+}
+
 export async function snapshotKey(svc: MachineService, spec: Smolfile): Promise<{ key: string; vm: VmIdentity }> {
   const vm = await svc.engine.fork!.identity(spec.memory);
   const boot = await hostBootFiles(assetsHome({ ...process.env, SMOL_HOME: svc.home }));
