@@ -78,7 +78,7 @@ describe('process stage runner', () => {
     expect(pid).toBeGreaterThan(0);
     expect([alive(pid), alive(bg)]).toEqual([true, true]);
     worker.kill('SIGKILL');
-    for (let i = 0; i < 40 && (alive(pid) || alive(bg)); i++) await new Promise((r) => setTimeout(r, 50));
+    for (let i = 0; i < 100 && (alive(pid) || alive(bg)); i++) await new Promise((r) => setTimeout(r, 50));
     try {
       expect([alive(pid), alive(bg)]).toEqual([false, false]);
     } finally {
