@@ -43,6 +43,7 @@ async function programFor(argv: string[]): Promise<Command> {
   const first = argv.slice(2).find((a) => !a.startsWith('-'));
   const name = first ? (aliases[first] ?? first) : undefined;
   const load = name ? loaders[name] : undefined;
+  if (!name && argv.some((a) => a === '-V' || a === '--version')) return newProgram();
   if (!load) return buildProgram();
   const program = newProgram();
   (await load())(program);
