@@ -63,6 +63,7 @@ async function bootForRun(svc: MachineService, rec: MachineRecord, o: RunOptions
       o.onBoot?.('snapshot');
       return ch;
     } catch (err) {
+      if (o.signal?.aborted) throw interrupted(o.signal); // the snapshot is fine: we killed its machine
       if (Date.now() - t0 >= timeoutMs) {
         throw new BootError(`boot failed: machine "${rec.name}" did not become ready within ${timeoutMs / 1000}s (restoring its boot snapshot)`, { where: rec.name, cause: err, hint: 'Allow more time with --boot-timeout, or boot the kernel with --cold-boot.' });
       }
@@ -71,6 +72,7 @@ async function bootForRun(svc: MachineService, rec: MachineRecord, o: RunOptions
       o.onProgress?.(`boot snapshot unusable (${(err as Error).message}); booting`);
     }
   }
+  if (o.signal?.aborted) throw interrupted(o.signal);
   if (!shmHasRoom(rec.spec.memory)) {
     o.onProgress?.(`not saving a boot snapshot: /dev/shm has less free space than the guest's ${rec.spec.memory} MiB`);
     o.onBoot?.('cold');

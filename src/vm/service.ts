@@ -224,6 +224,8 @@ export class MachineService {
   /** Power the guest off cleanly (so its disk is consistent), or kill QEMU when graceMs is 0. */
   private async halt(rec: MachineRecord, graceMs: number): Promise<void> {
     const layout = this.layout(rec);
+    // a smol killed between QEMU's start and the registry update leaves the pid only in QEMU's pidfile
+    rec = rec.pid ? rec : { ...rec, pid: strayQemuPid(layout) };
     if (rec.pid && pidAlive(rec.pid) && graceMs > 0) {
       // only port 0's agent is PID 1 and can power the guest off; if it is busy, QMP quit below still
       // leaves a consistent disk because QEMU flushes its block layer on exit
@@ -291,5 +293,16 @@ export class MachineService {
         throw new SmolError(`removing ${p} failed: ${(err as Error).message}`);
       }
     }
+  }
+}
+
+/** The QEMU that QEMU's own pidfile names, if it is still this machine's (a recycled pid is not). */
+function strayQemuPid(layout: MachineLayout): number | null {
+  try {
+    const pid = Number.parseInt(fs.readFileSync(layout.pidFile, 'utf8'), 10);
+    if (!(pid > 0) || !pidAlive(pid)) return null;
+    return fs.readFileSync(`/proc/${pid}/cmdline`, 'utf8').includes(layout.dir) ? pid : null;
+  } catch {
+    return null;
   }
 }
