@@ -52,6 +52,11 @@ async function programFor(argv: string[]): Promise<Command> {
 
 export async function main(argv: string[]): Promise<number> {
   const json = argv.includes('--json');
+  // `smol … | head` closes the pipe early: that is the reader's choice, not an error (and not a stack trace)
+  process.stdout.on('error', (err: NodeJS.ErrnoException) => {
+    if (err.code === 'EPIPE') process.exit(process.exitCode ?? 0);
+    throw err;
+  });
   try {
     const program = await programFor(argv);
     await program.parseAsync(argv);

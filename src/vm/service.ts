@@ -86,11 +86,6 @@ export class MachineService {
       this.store.update(rec.id, { state: 'starting', lastError: null });
       fs.mkdirSync(layout.runDir, { recursive: true });
       const forkable = o.forkable ?? rec.spec.fork.enabled;
-      if (forkable && !shmHasRoom(rec.spec.memory)) {
-        throw new PrerequisiteError(`machine "${rec.name}" cannot start forkable: /dev/shm has less than its ${rec.spec.memory} MiB free (its RAM must live there to be shared with clones)`, {
-          where: rec.name, hint: 'Give /dev/shm more room (e.g. docker run --shm-size=1g, or mount -o remount,size=2G /dev/shm), or start it without --forkable.',
-        });
-      }
       const resumed = fs.existsSync(resumePlanFile(layout)) ? await this.resume(rec, layout, o) : null;
       if (resumed) {
         this.store.update(rec.id, { state: 'running', booted: true });
@@ -99,6 +94,12 @@ export class MachineService {
         resumed.ch.close();
         resumed.release();
         return rec;
+      }
+      // after the resume hook: a resuming machine maps its saved RAM and needs no room there
+      if (forkable && !shmHasRoom(rec.spec.memory)) {
+        throw new PrerequisiteError(`machine "${rec.name}" cannot start forkable: /dev/shm has less than its ${rec.spec.memory} MiB free (its RAM must live there to be shared with clones)`, {
+          where: rec.name, hint: 'Give /dev/shm more room (e.g. docker run --shm-size=1g, or mount -o remount,size=2G /dev/shm), or start it without --forkable.',
+        });
       }
       const pid = await this.engine.launch(rec.spec, layout, { diskless: this.isDiskless(rec), forkable, onProgress: o.onProgress });
       this.store.update(rec.id, { pid, startedAt: Date.now() });
