@@ -68,7 +68,11 @@ describe('process stage runner', () => {
       await r.run({ stage: { name: 's', kind: 'cpu', command: ['sh', '-c', 'sleep 300 & echo $! > ${bgFile}; echo $$ > ${pidFile}; exec sleep 300'], env: {}, limits: { maxOutputBytes: 1000 } },
         inputPath: ${JSON.stringify(path.join(dir, 'input'))}, workDir: ${JSON.stringify(dir)}, env: {}, timeoutMs: 600000, signal: new AbortController().signal });`;
     const worker = spawn(process.execPath, ['--import', 'tsx', '--input-type=module', '-e', script], { stdio: 'ignore' });
-    const alive = (pid: number) => { try { process.kill(pid, 0); return true; } catch { return false; } };
+    // a killed orphan stays a zombie until whoever inherited it reaps it (some PID 1s are slow to): not alive
+    const alive = (pid: number) => {
+      try { process.kill(pid, 0); } catch { return false; }
+      try { return !/^\d+ \(.*\) Z/.test(fs.readFileSync(`/proc/${pid}/stat`, 'utf8')); } catch { return false; }
+    };
     let pid = 0;
     for (let i = 0; i < 200 && !pid; i++) {
       await new Promise((r) => setTimeout(r, 50));
@@ -78,7 +82,7 @@ describe('process stage runner', () => {
     expect(pid).toBeGreaterThan(0);
     expect([alive(pid), alive(bg)]).toEqual([true, true]);
     worker.kill('SIGKILL');
-    for (let i = 0; i < 100 && (alive(pid) || alive(bg)); i++) await new Promise((r) => setTimeout(r, 50));
+    for (let i = 0; i < 200 && (alive(pid) || alive(bg)); i++) await new Promise((r) => setTimeout(r, 50));
     try {
       expect([alive(pid), alive(bg)]).toEqual([false, false]);
     } finally {
