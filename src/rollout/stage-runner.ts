@@ -86,7 +86,11 @@ export class ProcessStageRunner implements StageRunner {
     // kill(1), not the shell's: dash's builtin cannot signal a process group
     const [p, sp, k] = await Promise.all([which('prlimit'), which('setpriv'), which('kill')]);
     if (!p) throw new PrerequisiteError('prlimit not found; it enforces stage resource limits', { hint: 'Install util-linux (apt-get install util-linux).' });
-    return new ProcessStageRunner(p, sp, k);
+    const runner = new ProcessStageRunner(p, sp, k);
+    // started now, not with the first stage: a worker killed while the guard was still starting left that
+    // stage's background children behind (seen once under CI load)
+    await runner.guard();
+    return runner;
   }
 
   /**
