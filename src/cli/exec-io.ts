@@ -1,14 +1,13 @@
 /** Wires the terminal to a guest command: stdin, raw TTY mode, Ctrl-C and window resizes. */
+import { ExitCode, InterruptedError } from '../errors/index.js';
 import type { ExecHandle } from '../vm/engine.js';
 import type { ExecIo } from '../vm/exec.js';
 
 export interface TerminalIo {
   io: ExecIo;
   tty: boolean;
-  /** Aborted when smol must stop without the guest's help: a second Ctrl-C, or a SIGTERM the command outlives. */
+  /** Aborted, with an InterruptedError (130 or 143) as reason, when smol must stop without the guest's help. */
   signal: AbortSignal;
-  /** The exit code an abort stands for (130 after Ctrl-C, 143 after SIGTERM). */
-  abortCode(): number;
   restore(): void;
 }
 
@@ -23,13 +22,11 @@ export function terminalIo(o: { interactive?: boolean; tty?: boolean; timeoutMs?
   const forward = !!o.interactive || tty || !process.stdin.isTTY;
   let handle: ExecHandle | undefined;
   let interrupts = 0;
-  let code = 130;
   const ctl = new AbortController();
   // the caller's cleanup (finally blocks) runs on abort; this only bounds it
   const abort = (c: number) => {
     if (ctl.signal.aborted) process.exit(c);
-    code = c;
-    ctl.abort(new Error(c === 130 ? 'interrupted' : 'terminated'));
+    ctl.abort(c === ExitCode.interrupted ? new InterruptedError('interrupted') : new InterruptedError('terminated', ExitCode.terminated));
     setTimeout(() => process.exit(c), CLEANUP_MS).unref();
   };
   const onSigint = () => {
@@ -52,7 +49,6 @@ export function terminalIo(o: { interactive?: boolean; tty?: boolean; timeoutMs?
   return {
     tty,
     signal: ctl.signal,
-    abortCode: () => code,
     io: {
       stdin: forward ? process.stdin : null,
       stdout: process.stdout,

@@ -3,7 +3,7 @@ import fs from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
 import { pipeline } from 'node:stream/promises';
-import { ExitCode, InterruptedError, NotFoundError, UserError, mapFsError } from '../errors/index.js';
+import { InterruptedError, NotFoundError, UserError, mapFsError } from '../errors/index.js';
 import type { ExecHandle, ExecRequest, GuestChannel } from './engine.js';
 import type { MachineService } from './service.js';
 import { attachGpu, type GpuAttachment } from './gpu.js';
@@ -70,9 +70,9 @@ export async function execOnChannel(ch: GuestChannel, req: ExecRequest, io: Exec
   }
 }
 
+/** The error an aborted run or exec fails with: the abort's own reason when it is one (130 or 143). */
 export function interrupted(signal: AbortSignal): InterruptedError {
-  const term = signal.reason instanceof Error && signal.reason.message === 'terminated';
-  return new InterruptedError(term ? 'terminated' : 'interrupted', term ? ExitCode.terminated : ExitCode.interrupted);
+  return signal.reason instanceof InterruptedError ? signal.reason : new InterruptedError('interrupted');
 }
 
 /** A command that does not exist exits 127, as in a shell, rather than failing smol itself. */

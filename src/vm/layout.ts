@@ -1,5 +1,6 @@
 /** Where a machine's files live. Sockets go under a short per-home dir because unix paths max out at 107 bytes. */
 import crypto from 'node:crypto';
+import fs from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
 import { dataPaths } from '../util/paths.js';
@@ -38,4 +39,18 @@ export function machineLayout(home: string, id: string): MachineLayout {
     agentSockets: Array.from({ length: AGENT_PORTS }, (_, i) => path.join(runDir, `agent${i}.sock`)),
     memFile: path.join('/dev/shm', `smol-${id}.mem`),
   };
+}
+
+/**
+ * A forkable machine (and the one a boot snapshot is saved from) keeps its RAM in memFile, under /dev/shm.
+ * Where /dev/shm has less room than the guest (containers default to 64 MiB) the guest would die of SIGBUS
+ * as it touched more: callers refuse or boot plainly instead. Restoring a snapshot needs no /dev/shm.
+ */
+export function shmHasRoom(memoryMiB: number, shm = '/dev/shm'): boolean {
+  try {
+    const st = fs.statfsSync(shm);
+    return st.bavail * st.bsize >= memoryMiB * 2 ** 20;
+  } catch {
+    return false;
+  }
 }

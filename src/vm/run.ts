@@ -3,10 +3,11 @@ import { BootError } from '../errors/index.js';
 import type { Smolfile } from '../smolfile/schema.js';
 import type { ExecRequest, Progress } from './engine.js';
 import { execOnChannel, interrupted, type ExecIo, type ExecResult } from './exec.js';
+import { shmHasRoom } from './layout.js';
 import type { MachineRecord } from './registry/machines.js';
 import { DEFAULT_BOOT_TIMEOUT_MS, type MachineService, type OpenChannel } from './service.js';
 import { attachGpu } from './gpu.js';
-import { shmHasRoom, captureSnapshot, dropSnapshot, findSnapshot, snapshotEligible, snapshotKey, startFromSnapshot } from './warm.js';
+import { captureSnapshot, dropSnapshot, findSnapshot, snapshotEligible, snapshotKey, startFromSnapshot } from './warm.js';
 
 export interface RunOptions {
   onProgress?: Progress;
@@ -16,11 +17,7 @@ export interface RunOptions {
   coldBoot?: boolean;
   /** Aborting kills the machine at once (whatever it is doing) and the run fails with InterruptedError. */
   signal?: AbortSignal;
-  /** Told how the machine came up: restored from a boot snapshot, or booted cold (saving a snapshot or not). */
-  onBoot?: (how: BootKind) => void;
 }
-
-export type BootKind = 'snapshot' | 'cold+saved' | 'cold';
 
 export async function runEphemeral(svc: MachineService, spec: Smolfile, req: ExecRequest, io: ExecIo, o: RunOptions = {}): Promise<ExecResult> {
   const rec = await svc.create(spec, { ephemeral: true, name: o.name, onProgress: o.onProgress });
@@ -49,19 +46,14 @@ export async function runEphemeral(svc: MachineService, spec: Smolfile, req: Exe
 async function bootForRun(svc: MachineService, rec: MachineRecord, o: RunOptions): Promise<OpenChannel> {
   const cold = async (forkable: boolean) =>
     (await svc.start(rec.id, { keepChannel: true, forkable, forkHelper: false, onProgress: o.onProgress, bootTimeoutMs: o.bootTimeoutMs })).channel!;
-  if (o.coldBoot || !snapshotEligible(svc, rec)) {
-    o.onBoot?.('cold');
-    return cold(false);
-  }
+  if (o.coldBoot || !snapshotEligible(svc, rec)) return cold(false);
   const { key, vm } = await snapshotKey(svc, rec.spec);
   const snap = findSnapshot(svc.home, key);
   if (snap) {
     const timeoutMs = o.bootTimeoutMs ?? DEFAULT_BOOT_TIMEOUT_MS;
     const t0 = Date.now();
     try {
-      const ch = await startFromSnapshot(svc, rec, snap, { timeoutMs: Math.min(timeoutMs, 30_000), onProgress: o.onProgress });
-      o.onBoot?.('snapshot');
-      return ch;
+      return await startFromSnapshot(svc, rec, snap, { timeoutMs: Math.min(timeoutMs, 30_000), onProgress: o.onProgress });
     } catch (err) {
       if (o.signal?.aborted) throw interrupted(o.signal); // the snapshot is fine: we killed its machine
       if (Date.now() - t0 >= timeoutMs) {
@@ -75,17 +67,14 @@ async function bootForRun(svc: MachineService, rec: MachineRecord, o: RunOptions
   if (o.signal?.aborted) throw interrupted(o.signal);
   if (!shmHasRoom(rec.spec.memory)) {
     o.onProgress?.(`not saving a boot snapshot: /dev/shm has less free space than the guest's ${rec.spec.memory} MiB`);
-    o.onBoot?.('cold');
     return cold(false);
   }
   const ch = await cold(true);
   try {
     o.onProgress?.('saving the boot snapshot');
     await captureSnapshot(svc, svc.store.get(rec.id), key, vm);
-    o.onBoot?.('cold+saved');
   } catch (err) {
     o.onProgress?.(`boot snapshot not saved: ${(err as Error).message}`);
-    o.onBoot?.('cold');
   }
   return ch;
 }

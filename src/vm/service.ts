@@ -9,12 +9,11 @@ import path from 'node:path';
 import { BootError, ConflictError, GuestChannelError, PrerequisiteError, SmolError, mapFsError } from '../errors/index.js';
 import type { Smolfile } from '../smolfile/schema.js';
 import type { Engine, GuestChannel, Progress } from './engine.js';
-import { machineLayout, AGENT_PORTS, type MachineLayout } from './layout.js';
+import { machineLayout, shmHasRoom, AGENT_PORTS, type MachineLayout } from './layout.js';
 import { MachineStore, newMachineId, pidAlive, type MachineRecord } from './registry/machines.js';
 import { isOrphan, reconcile } from './reconcile.js';
 import { installForkHelper } from './fork/guest.js';
 import { releaseForkPoints } from './fork/cleanup.js';
-import { shmHasRoom } from './warm.js';
 import { resumePlanFile } from './boot-files.js';
 
 export interface ServiceOptions { home: string; store: MachineStore; engine: Engine }

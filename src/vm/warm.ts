@@ -35,20 +35,6 @@ export function snapshotEligible(svc: MachineService, rec: MachineRecord): boole
   return !!svc.engine.fork && svc.isDiskless(rec) && !rec.spec.net && process.env.SMOL_BOOT_SNAPSHOTS !== '0';
 }
 
-/**
- * Saving a snapshot boots the machine with its RAM in a /dev/shm file. Where /dev/shm is smaller than the
- * guest (containers default to 64 MiB) the guest would die of SIGBUS as it touched more, so such hosts
- * boot plainly and save nothing; restoring needs no /dev/shm.
- */
-export function shmHasRoom(memoryMiB: number, shm = '/dev/shm'): boolean {
-  try {
-    const st = fs.statfsSync(shm);
-    return st.bavail * st.bsize >= memoryMiB * 2 ** 20;
-  } catch {
-    return false;
-  }
-}
-
 export async function snapshotKey(svc: MachineService, spec: Smolfile): Promise<{ key: string; vm: VmIdentity }> {
   const vm = await svc.engine.fork!.identity(spec.memory);
   const boot = await hostBootFiles(assetsHome({ ...process.env, SMOL_HOME: svc.home }));
@@ -60,9 +46,14 @@ export async function snapshotKey(svc: MachineService, spec: Smolfile): Promise<
   return { key: crypto.createHash('sha256').update(JSON.stringify(parts)).digest('hex').slice(0, 32), vm };
 }
 
+const snapshotAt = (root: string, key: string): BootSnapshot => {
+  const dir = path.join(root, key);
+  return { key, dir, stateFile: path.join(dir, 'state'), memFile: path.join(dir, 'mem') };
+};
+
 export function findSnapshot(home: string, key: string): BootSnapshot | null {
-  const dir = path.join(snapshotsDir(home), key);
-  const snap = { key, dir, stateFile: path.join(dir, 'state'), memFile: path.join(dir, 'mem') };
+  const snap = snapshotAt(snapshotsDir(home), key);
+  const { dir } = snap;
   if (!fs.existsSync(path.join(dir, 'meta.json')) || !fs.existsSync(snap.stateFile) || !fs.existsSync(snap.memFile)) return null;
   try {
     const now = new Date();
@@ -94,14 +85,14 @@ export async function captureSnapshot(svc: MachineService, rec: MachineRecord, k
       stateBytes: cap.stateBytes, captureMs: Math.round(performance.now() - t0),
     };
     fs.writeFileSync(path.join(tmp, 'meta.json'), `${JSON.stringify(meta, null, 2)}\n`);
-    const dir = path.join(root, key);
+    const snap = snapshotAt(root, key);
     try {
-      fs.renameSync(tmp, dir);
+      fs.renameSync(tmp, snap.dir);
     } catch {
       fs.rmSync(tmp, { recursive: true, force: true }); // another run saved the same snapshot first
     }
     prune(root, KEEP);
-    return { key, dir, stateFile: path.join(dir, 'state'), memFile: path.join(dir, 'mem') };
+    return snap;
   } catch (err) {
     fs.rmSync(tmp, { recursive: true, force: true });
     throw err;

@@ -1,6 +1,6 @@
 import os from 'node:os';
 import { describe, expect, it } from 'vitest';
-import { shmHasRoom } from '../../../src/vm/warm.js';
+import { shmHasRoom } from '../../../src/vm/layout.js';
 
 describe('shmHasRoom (RAM files for snapshots and forkable machines)', () => {
   it('needs the guest memory free in the shm dir', () => {
