@@ -70,3 +70,12 @@ export function specFromFlags(opts: unknown): Smolfile {
 }
 
 const pathOf = (p: string) => (p.startsWith('/') ? p : `${process.cwd()}/${p}`);
+
+/** The flags of every command that runs one guest command in the terminal (run, machine exec, pack run). */
+export const terminalFlags = { timeout: durationSchema.optional(), interactive: z.boolean().optional(), tty: z.boolean().optional() };
+export function addTerminalOptions(cmd: Command): Command {
+  return cmd
+    .option('--timeout <duration>', 'kill the command after this long (exit 124)')
+    .option('-i, --interactive', 'forward stdin even when it is a terminal')
+    .option('-t, --tty', 'give the command a terminal');
+}

@@ -5,12 +5,10 @@ import { runEphemeral } from '../../vm/run.js';
 import { exitCodeOf } from '../../vm/exec.js';
 import { machineService, progress } from '../context.js';
 import { terminalIo } from '../exec-io.js';
-import { addMachineOptions, durationSchema, parseFlags, specFromFlags } from '../machine-options.js';
+import { addMachineOptions, addTerminalOptions, durationSchema, parseFlags, specFromFlags, terminalFlags } from '../machine-options.js';
 
 export const runOptionsSchema = z.object({
-  timeout: durationSchema.optional(),
-  interactive: z.boolean().optional(),
-  tty: z.boolean().optional(),
+  ...terminalFlags,
   name: z.string().optional(),
   bootTimeout: durationSchema.optional(),
   coldBoot: z.boolean().optional(),
@@ -18,12 +16,9 @@ export const runOptionsSchema = z.object({
 
 /** `smol run -- CMD…`: boot a throwaway machine, run one command, remove the machine however it ends. */
 export function register(program: Command): void {
-  addMachineOptions(program.command('run'))
+  addTerminalOptions(addMachineOptions(program.command('run'))
     .description('run a command in a new throwaway microVM; its exit code becomes smol\'s')
-    .argument('[command...]', 'command and arguments (after --)')
-    .option('--timeout <duration>', 'kill the command after this long (exit 124)')
-    .option('-i, --interactive', 'forward stdin even when it is a terminal')
-    .option('-t, --tty', 'give the command a terminal')
+    .argument('[command...]', 'command and arguments (after --)'))
     .option('--name <name>', 'name for the throwaway machine')
     .option('--boot-timeout <duration>', 'how long to wait for the guest (default 60s)')
     .option('--cold-boot', 'boot the kernel instead of restoring the saved boot snapshot')

@@ -3,26 +3,21 @@ import { z } from 'zod';
 import { execInMachine, exitCodeOf } from '../../../vm/exec.js';
 import { machineService } from '../../context.js';
 import { terminalIo } from '../../exec-io.js';
-import { durationSchema, envFromList, envListSchema, parseFlags } from '../../machine-options.js';
+import { addTerminalOptions, envFromList, envListSchema, parseFlags, terminalFlags } from '../../machine-options.js';
 
 const execSchema = z.object({
   env: envListSchema.optional(),
   workdir: z.string().startsWith('/', 'must be an absolute guest path').optional(),
-  timeout: durationSchema.optional(),
-  interactive: z.boolean().optional(),
-  tty: z.boolean().optional(),
+  ...terminalFlags,
 });
 
 export function register(parent: Command): void {
-  parent.command('exec')
+  addTerminalOptions(parent.command('exec')
     .description('run a command in a running machine; its exit code becomes smol\'s')
     .argument('<name>', 'machine name')
     .argument('<command...>', 'command and arguments (after --)')
     .option('-e, --env <K=V>', 'environment variable (repeatable)', (v: string, p: string[] = []) => [...p, v])
-    .option('-w, --workdir <dir>', 'working directory in the guest')
-    .option('--timeout <duration>', 'kill the command after this long (exit 124)')
-    .option('-i, --interactive', 'forward stdin even when it is a terminal')
-    .option('-t, --tty', 'give the command a terminal')
+    .option('-w, --workdir <dir>', 'working directory in the guest'))
     .action(async (name: string, command: string[], opts: unknown) => {
       const o = parseFlags(execSchema, opts);
       const env = envFromList(o.env) ?? {};

@@ -7,11 +7,11 @@ import { runEphemeral } from '../../../vm/run.js';
 import { mergeSpec } from '../../../smolfile/merge.js';
 import { machineService, progress } from '../../context.js';
 import { terminalIo } from '../../exec-io.js';
-import { durationSchema, parseFlags } from '../../machine-options.js';
+import { addTerminalOptions, parseFlags, terminalFlags } from '../../machine-options.js';
 import { inspectArtifact } from '../../../artifact/index.js';
 import fs from 'node:fs';
 
-const packRunSchema = z.object({ timeout: durationSchema.optional(), interactive: z.boolean().optional(), tty: z.boolean().optional(), net: z.boolean().optional() });
+const packRunSchema = z.object({ ...terminalFlags, net: z.boolean().optional() });
 
 /**
  * `smol pack run FILE [-- CMD]`: an artifact in a throwaway machine (extracted once into the cache). A
@@ -19,13 +19,10 @@ const packRunSchema = z.object({ timeout: durationSchema.optional(), interactive
  * cannot load, the disk boots and one line says why.
  */
 export function register(parent: Command): void {
-  parent.command('run')
+  addTerminalOptions(parent.command('run')
     .description('run a .smolmachine in a throwaway machine (its entrypoint, or CMD); memory-carrying artifacts resume instead of booting')
     .argument('<file>', '.smolmachine artifact')
-    .argument('[command...]', 'command and arguments (after --)')
-    .option('--timeout <duration>', 'kill the command after this long (exit 124)')
-    .option('-i, --interactive', 'forward stdin even when it is a terminal')
-    .option('-t, --tty', 'give the command a terminal')
+    .argument('[command...]', 'command and arguments (after --)'))
     .option('--net', 'give the machine user-mode networking (one packed with networking resumes only with it)')
     .action(async (file: string, command: string[], opts: unknown) => {
       const o = parseFlags(packRunSchema, opts);
