@@ -67,7 +67,7 @@ export function buildQemuArgs(i: QemuArgsInput): string[] {
     machine.push('memory-backend=mem');
   }
   a.push('-machine', machine.join(','));
-  a.push(...(i.accel === 'kvm' ? ['-accel', 'kvm', '-cpu', 'host'] : ['-accel', 'tcg', '-cpu', 'max']));
+  a.push(...accelArgs(i.accel));
   a.push('-m', `${i.memoryMiB}M`, '-smp', String(i.cpus));
   // -nographic would tie the serial port to stdio, which -daemonize forbids; -display none + a file chardev
   // gives the same headless machine with a console log that `smol logs` can read after we detach.
@@ -106,4 +106,9 @@ export function buildQemuArgs(i: QemuArgsInput): string[] {
 /** QEMU option values are comma-separated; a literal comma is written twice. */
 export function opt(v: string): string {
   return v.replace(/,/g, ',,');
+}
+
+/** KVM guests run the host's CPU model; TCG emulates the richest one it has. The KVM probe uses the same. */
+export function accelArgs(accel: 'kvm' | 'tcg'): string[] {
+  return accel === 'kvm' ? ['-accel', 'kvm', '-cpu', 'host'] : ['-accel', 'tcg', '-cpu', 'max'];
 }
