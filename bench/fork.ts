@@ -19,7 +19,7 @@ import { openRegistry } from '../src/vm/registry/db.js';
 import { MachineStore } from '../src/vm/registry/machines.js';
 import { MachineService } from '../src/vm/service.js';
 import { dataPaths } from '../src/util/paths.js';
-import { median, printRows, type Row } from './stats.js';
+import { hostAccel, median, printRows, type Row } from './stats.js';
 
 const RUNS = Number(process.env.BENCH_RUNS ?? 5);
 const root = path.resolve(path.dirname(new URL(import.meta.url).pathname), '..');
@@ -131,7 +131,7 @@ async function main(): Promise<void> {
     { metric: 'RSS per clone (N=1, shared pages counted)', unit: 'MiB', value: median(one.rss), baseline: median(cold.rss), baselineLabel: 'cold-booted RSS' },
     { metric: 'disk bytes per clone', unit: 'MiB', value: median(one.disk) / MiB, baseline: median(cold.disk) / MiB, baselineLabel: 'fresh machine dir' },
   ];
-  printRows(`smol fork (${RUNS} runs, 256 MiB, ${fs.existsSync('/dev/kvm') ? 'KVM' : 'TCG'}, ${os.cpus().length} cores)`, rows);
+  printRows(`smol fork (${RUNS} runs, 256 MiB, ${(await hostAccel()).toUpperCase()}, ${os.cpus().length} cores)`, rows);
   console.log(`inside the pause (medians, ms; the template copy overlaps the save): ${Object.entries(steps).map(([k, v]) => `${k} ${median(v).toFixed(1)}`).join(', ')}`);
   console.log(`host load average (1/5/15 min): before ${load0.map((x) => x.toFixed(1)).join('/')}, after ${load1.map((x) => x.toFixed(1)).join('/')}`);
 }

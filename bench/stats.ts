@@ -29,3 +29,11 @@ export async function timeRuns(n: number, fn: () => Promise<unknown>): Promise<n
   }
   return out;
 }
+
+/** The accelerator smol picks on this host (a /dev/kvm that cannot run guests means TCG), for labels and targets. */
+export async function hostAccel(): Promise<'kvm' | 'tcg'> {
+  const { chooseAccel } = await import('../src/vm/backend/index.js');
+  const { findQemu } = await import('../src/vm/qemu/detect.js');
+  const q = await findQemu();
+  return q ? chooseAccel(q.path) : 'tcg';
+}

@@ -22,7 +22,7 @@ import { openRegistry } from '../src/vm/registry/db.js';
 import { createQemuEngine } from '../src/vm/qemu-engine.js';
 import { execOnChannel } from '../src/vm/exec.js';
 import { buildPaths, dataPaths } from '../src/util/paths.js';
-import { median, percentile, printRows, timeRuns, type Row } from './stats.js';
+import { hostAccel, median, percentile, printRows, timeRuns, type Row } from './stats.js';
 
 const RUNS = Number(process.env.BENCH_RUNS ?? 5);
 const root = path.resolve(path.dirname(new URL(import.meta.url).pathname), '..');
@@ -31,7 +31,7 @@ const assets = process.env.SMOL_ASSETS ?? path.join(root, '.smol-test', 'shared'
 process.env.SMOL_HOME = home;
 process.env.SMOL_ASSETS = assets;
 const env = { ...process.env, SMOL_HOME: home, SMOL_ASSETS: assets };
-const kvm = fs.existsSync('/dev/kvm');
+const kvm = (await hostAccel()) === 'kvm';
 const MiB = 1024 * 1024;
 
 function sink(): Writable & { bytes: number } {
