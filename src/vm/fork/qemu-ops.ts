@@ -81,7 +81,7 @@ export function createQemuForkOps(getBackend: () => Promise<VmBackend>): ForkOps
           if (req.memCopy) {
             // the parent resumes into the shared file, so the clones get a copy of it as it is now; the vCPUs
             // are stopped, so this overlaps with QEMU writing the device state
-            sparseCopy(layout.memFile, req.memCopy);
+            await sparseCopy(layout.memFile, req.memCopy);
             steps.memCopy = now() - t;
           }
           await waitMigration(qmp, 60_000, 'saving the device state');

@@ -1,41 +1,22 @@
 /**
  * Copies a memory file keeping its holes. Guest RAM that was never touched is a hole in the tmpfs file;
  * copying it as zeros would make every template cost the guest's full size in host memory, and be slower.
+ * coreutils' cp finds the data with SEEK_DATA/SEEK_HOLE and skips zero blocks inside it: reading the whole
+ * file from node (holes read back as zeros) took 2-5x as long, and this copy happens while a parent is paused.
  */
 import fs from 'node:fs';
-import { mapFsError } from '../../errors/index.js';
+import { mapFsError, SmolError } from '../../errors/index.js';
+import { run } from '../../util/exec.js';
 
-const CHUNK = 1 << 20;
-const PAGE = 1 << 16;
-const ZERO = Buffer.alloc(PAGE);
-
-/** Returns the bytes actually written (the non-zero part). */
-export function sparseCopy(src: string, dst: string): number {
-  let inFd: number | undefined;
-  let outFd: number | undefined;
-  let written = 0;
+/** Returns the bytes the copy occupies (its non-zero part). */
+export async function sparseCopy(src: string, dst: string): Promise<number> {
   try {
-    inFd = fs.openSync(src, 'r');
-    outFd = fs.openSync(dst, 'w', 0o600);
-    const size = fs.fstatSync(inFd).size;
-    const buf = Buffer.allocUnsafe(CHUNK);
-    for (let off = 0; off < size; off += CHUNK) {
-      const n = fs.readSync(inFd, buf, 0, Math.min(CHUNK, size - off), off);
-      for (let p = 0; p < n; p += PAGE) {
-        const len = Math.min(PAGE, n - p);
-        if (buf.compare(ZERO, 0, len, p, p + len) === 0) continue;
-        fs.writeSync(outFd, buf, p, len, off + p);
-        written += len;
-      }
-      if (n === 0) break;
-    }
-    fs.ftruncateSync(outFd, size);
-    return written;
+    await run('cp', ['--sparse=always', '--', src, dst]);
+    fs.chmodSync(dst, 0o600);
+    return fs.statSync(dst).blocks * 512;
   } catch (err) {
-    if (outFd !== undefined) fs.rmSync(dst, { force: true });
+    fs.rmSync(dst, { force: true });
+    if (err instanceof SmolError) throw err;
     throw mapFsError(err, `copying the memory template ${src}`);
-  } finally {
-    if (inFd !== undefined) fs.closeSync(inFd);
-    if (outFd !== undefined) fs.closeSync(outFd);
   }
 }

@@ -64,7 +64,7 @@ describe('fork point reference counting', () => {
 });
 
 describe('sparse copy of a memory file', () => {
-  it('copies the bytes exactly and leaves untouched pages as holes', () => {
+  it('copies the bytes exactly and leaves untouched pages as holes', async () => {
     const src = path.join(dir, 'src.mem');
     const dst = path.join(dir, 'dst.mem');
     const fd = fs.openSync(src, 'w');
@@ -72,9 +72,10 @@ describe('sparse copy of a memory file', () => {
     fs.writeSync(fd, Buffer.from('hello'), 0, 5, 3 << 20);
     fs.writeSync(fd, Buffer.alloc(70_000, 9), 0, 70_000, (64 << 20) - 70_000);
     fs.closeSync(fd);
-    const written = sparseCopy(src, dst);
+    const written = await sparseCopy(src, dst);
     expect(fs.readFileSync(dst).equals(fs.readFileSync(src))).toBe(true);
     expect(written).toBeLessThanOrEqual(3 * 65536);
+    expect(fs.statSync(dst).mode & 0o777).toBe(0o600);
     expect(fs.statSync(dst).blocks * 512).toBeLessThan(1 << 20);
   });
 });
