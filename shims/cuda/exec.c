@@ -1,5 +1,6 @@
 /* Modules, libraries, kernels, launches, streams and events. Streams and events get guest-minted ids,
- * so creating one costs no round trip; kernel parameter layouts come from the host's param info. */
+ * so creating one costs no round trip; kernel parameter layouts come from the host (its driver's param
+ * info, or the module image when the driver has none). */
 #include "shim.h"
 #include <stdio.h>
 #include <stdlib.h>
@@ -77,6 +78,7 @@ static CUresult get_fn(smol_func **out, smol_module *m, const char *name, int ke
   CUresult r = smol_call(kernel ? SMOL_OP_LIBRARY_GET_KERNEL : SMOL_OP_MODULE_GET_FUNCTION, a, 2, name, strlen(name), &count, 1, layout, sizeof layout, &got);
   if (!r) {
     f->nparams = count == 0xffffffffu ? count : (unsigned)(got / 8);
+    if (f->nparams == 0xffffffffu && got) f->why = strndup((const char *)layout, got);
     if (f->nparams != 0xffffffffu) {
       f->layout = malloc(got + 8);
       memcpy(f->layout, layout, got);
@@ -159,7 +161,11 @@ EXPORT CUresult cuOccupancyMaxPotentialBlockSize(int *g, int *b, smol_func *f, v
 EXPORT CUresult cuLaunchKernel(smol_func *f, unsigned gx, unsigned gy, unsigned gz, unsigned bx, unsigned by, unsigned bz,
                                unsigned smem, void *s, void **params, void **extra) {
   if (!f || f->magic != SMOL_MAGIC_OBJ) return CUDA_ERROR_INVALID_HANDLE;
-  if (f->nparams == 0xffffffffu) return smol_unsupported("cuLaunchKernel without host parameter info");
+  if (f->nparams == 0xffffffffu) {
+    if (!__atomic_exchange_n(&f->warned, 1, __ATOMIC_RELAXED))
+      smol_log("cuLaunchKernel of %s failed: CUDA_ERROR_NOT_SUPPORTED: %s", f->name, f->why ? f->why : "the host gives no parameter layout");
+    return CUDA_ERROR_NOT_SUPPORTED;
+  }
   unsigned char buf[4096];
   if (f->argbytes > sizeof buf) return CUDA_ERROR_NOT_SUPPORTED;
   memset(buf, 0, f->argbytes);

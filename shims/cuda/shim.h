@@ -30,6 +30,7 @@ typedef struct smol_func {
   uint32_t magic; int kernel; uint64_t id; smol_module *mod;
   unsigned nparams; unsigned argbytes; uint32_t *layout; /* offset,size pairs */
   char *name;
+  char *why; int warned; /* nparams == ~0u: why the host cannot tell the layout; logged at the first launch */
 } smol_func;
 typedef struct smol_stream { uint32_t magic; uint64_t id; unsigned flags; int priority; } smol_stream;
 typedef struct smol_event { uint32_t magic; uint64_t id; unsigned flags; } smol_event;

@@ -3,6 +3,7 @@
  * Reads frames with blocking syscalls, executes them in order, batches replies, and frees everything
  * when the connection ends. Frames that break the protocol end this session only.
  */
+import fs from 'node:fs';
 import { parentPort, workerData } from 'node:worker_threads';
 import { loadCudaDriver } from './driver/cuda.js';
 import { sys } from './driver/sys.js';
@@ -22,7 +23,12 @@ const drv = loadCudaDriver(init.libcuda);
 
 function main(): string {
   const io = sys();
-  const session = new Session(drv, { quotaBytes: init.quotaBytes, stats: new Float64Array(init.stats), maxPayload: MAX, sessionId: init.sessionId });
+  const session = new Session(drv, {
+    quotaBytes: init.quotaBytes, stats: new Float64Array(init.stats), maxPayload: MAX, sessionId: init.sessionId,
+    paramSource: process.env.SMOL_CUDA_PARAM_LAYOUT === 'image' ? 'image' : 'driver',
+    // A direct write: this thread spends its life in blocking reads, so a stream might never flush.
+    log: (line) => { try { fs.writeSync(2, `smol gpu: session ${init.sessionId}: ${line}\n`); } catch { /* no stderr */ } },
+  });
   const rbuf = Buffer.allocUnsafeSlow(2 * (MAX + HDR));
   const wbuf = Buffer.allocUnsafeSlow(MAX + HDR + 4096);
   let start = 0, end = 0, wlen = 0;

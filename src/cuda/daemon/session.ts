@@ -6,6 +6,8 @@
  */
 import type { CudaDriver } from './driver/cuda.js';
 import { OP, PROTOCOL, PROTO_HASH } from '../protocol/index.js';
+import { ImageParams } from './params/index.js';
+import { resolveParams, type ParamInfoFn } from './params/resolve.js';
 
 export const CU = { ok: 0, invalidValue: 1, outOfMemory: 2, invalidImage: 200, invalidContext: 201, invalidHandle: 400, notFound: 500, notSupported: 801 } as const;
 /** Status counters shared with the main thread (Float64Array over a SharedArrayBuffer). */
@@ -14,10 +16,22 @@ export const STAT = { calls: 0, memBytes: 1, allocs: 2, asyncErrors: 3, handles:
 export class ProtocolViolation extends Error {}
 
 interface Alloc { size: number; ctx: number }
-interface FuncInfo { host: number; nparams: number; argBytes: number; ptrsAddr: number; ptrs: Buffer; wide: number[] }
+/** `known` is false when neither the driver nor the image gave the layout: launches are refused. */
+interface FuncInfo { host: number; known: boolean; nparams: number; argBytes: number; ptrsAddr: number; ptrs: Buffer; wide: number[] }
 
 const pow32 = 2 ** 32;
 const ARG_BUF = 64 * 1024;
+/** paramCount in a function lookup's reply when the layout is unknown (the blob then says why). */
+const LAYOUT_UNKNOWN = 0xffffffff;
+const MAX_REASON = 1024;
+
+export interface SessionOptions {
+  quotaBytes: number; stats: Float64Array; maxPayload: number; sessionId: number;
+  /** 'image' skips the driver's param info and reads every layout from the module image (for checks). */
+  paramSource?: 'driver' | 'image';
+  /** One line for the daemon's log, e.g. why a kernel cannot be launched. */
+  log?: (line: string) => void;
+}
 
 export interface Reply { status: number; outs: number[]; blob?: Buffer; blobLen?: number }
 
@@ -32,7 +46,7 @@ export class Session {
   private primaryRefs = new Map<number, number>();
   private ctxDev = new Map<number, number>();
   private currentCtx = 0;
-  private modules = new Map<number, { host: number; image: Buffer; lib: boolean }>();
+  private modules = new Map<number, { host: number; image: Buffer; lib: boolean; params?: ImageParams }>();
   private funcs = new Map<number, FuncInfo>();
   private streams = new Map<number, number>();
   private events = new Map<number, number>();
@@ -46,9 +60,14 @@ export class Session {
   readonly blobOut: Buffer;
 
   readonly sessionId: number;
-  constructor(drv: CudaDriver, opts: { quotaBytes: number; stats: Float64Array; maxPayload: number; sessionId: number }) {
+  private paramSource: 'driver' | 'image';
+  private log: (line: string) => void;
+  private fallbackLogged = false;
+  constructor(drv: CudaDriver, opts: SessionOptions) {
     this.drv = drv;
     this.sessionId = opts.sessionId;
+    this.paramSource = opts.paramSource ?? 'driver';
+    this.log = opts.log ?? (() => {});
     this.quota = opts.quotaBytes;
     this.stats = opts.stats;
     this.argBase = drv.addressOf(this.argBuf);
@@ -266,6 +285,7 @@ export class Session {
       case OP.LaunchKernel: {
         const f = this.funcs.get(a[0]);
         if (!f) return this.fire(CU.invalidHandle);
+        if (!f.known) return this.fire(CU.notSupported);
         if (blob.length !== f.argBytes) return this.fire(CU.invalidValue);
         if (this.foreignPointer(f, blob, 0)) return this.fire(CU.invalidValue);
         blob.copy(this.argBuf, 0);
@@ -309,6 +329,7 @@ export class Session {
     if (len < 72) throw new ProtocolViolation('short LaunchKernel frame');
     const f = this.funcs.get(u64(b, off));
     if (!f) { this.fire(CU.invalidHandle); return; }
+    if (!f.known) { this.fire(CU.notSupported); return; }
     if (len - 72 !== f.argBytes) { this.fire(CU.invalidValue); return; }
     if (this.foreignPointer(f, b, off + 72)) { this.fire(CU.invalidValue); return; }
     b.copy(this.argBuf, 0, off + 72, off + len);
@@ -344,36 +365,48 @@ export class Session {
   }
 
   private getFunction(kernel: boolean, a: number[], blob: Buffer): Reply {
-    const d = this.drv, o1 = this.out1, o2 = this.out2;
+    const d = this.drv, o1 = this.out1;
     const m = this.modules.get(a[0]);
     if (!m) return this.ret(CU.invalidHandle, [0]);
     const name = blob.toString('latin1');
     const r = m.lib ? d.cuLibraryGetKernel(o1, m.host, name) : d.cuModuleGetFunction(o1, m.host, name);
     if (r) return this.ret(r, [0]);
     const host = this.num(o1[0]);
-    const info = m.lib ? d.cuKernelGetParamInfo : d.cuFuncGetParamInfo;
-    const layout: number[] = [];
-    if (info) {
-      for (let i = 0; i < 256; i++) {
-        if (info(host, i, o1, o2)) break;
-        layout.push(this.num(o1[0]), this.num(o2[0]));
-      }
+    const info = this.paramSource === 'image' ? null : (m.lib ? d.cuKernelGetParamInfo : d.cuFuncGetParamInfo) as ParamInfoFn | null;
+    const res = resolveParams(info, host, name, () => (m.params ??= new ImageParams(m.image, this.smArch())),
+      this.paramSource === 'image' ? 'SMOL_CUDA_PARAM_LAYOUT=image' : undefined);
+    if (res.fallback && !this.fallbackLogged) {
+      this.fallbackLogged = true;
+      this.log(`kernel parameter layouts come from the module images: ${res.fallback}`);
     }
-    const nparams = layout.length / 2;
+    if (!res.slots) {
+      const why = res.reason!.slice(0, MAX_REASON);
+      this.log(`launches of ${name} will fail with CUDA_ERROR_NOT_SUPPORTED: ${why}`);
+      this.funcs.set(a[1], { host, known: false, nparams: 0, argBytes: 0, ptrs: Buffer.alloc(0), ptrsAddr: 0, wide: [] });
+      const text = Buffer.from(why, 'latin1');
+      return { status: CU.ok, outs: [LAYOUT_UNKNOWN], blob: text, blobLen: text.length };
+    }
+    const slots = res.slots, nparams = slots.length;
     let argBytes = 0;
     const ptrs = Buffer.allocUnsafeSlow(Math.max(8, nparams * 8));
     for (let i = 0; i < nparams; i++) {
-      const off = layout[2 * i], size = layout[2 * i + 1];
-      if (off + size > ARG_BUF) return this.ret(CU.notSupported, [0]);
-      ptrs.writeBigUInt64LE(BigInt(this.argBase + off), i * 8);
-      argBytes = Math.max(argBytes, off + size);
+      const { offset, size } = slots[i];
+      if (offset + size > ARG_BUF) return this.ret(CU.notSupported, [0]);
+      ptrs.writeBigUInt64LE(BigInt(this.argBase + offset), i * 8);
+      argBytes = Math.max(argBytes, offset + size);
     }
-    const wide = [];
-    for (let i = 0; i < nparams; i++) if (layout[2 * i + 1] === 8) wide.push(layout[2 * i]);
-    this.funcs.set(a[1], { host, nparams, argBytes, ptrs, ptrsAddr: this.drv.addressOf(ptrs), wide });
+    const wide = slots.filter((p) => p.size === 8).map((p) => p.offset);
+    this.funcs.set(a[1], { host, known: true, nparams, argBytes, ptrs, ptrsAddr: this.drv.addressOf(ptrs), wide });
     const out = Buffer.alloc(nparams * 8);
-    for (let i = 0; i < nparams; i++) { out.writeUInt32LE(layout[2 * i], i * 8); out.writeUInt32LE(layout[2 * i + 1], i * 8 + 4); }
-    return { status: CU.ok, outs: [info ? nparams : 0xffffffff], blob: out, blobLen: out.length };
+    slots.forEach((p, i) => { out.writeUInt32LE(p.offset, i * 8); out.writeUInt32LE(p.size, i * 8 + 4); });
+    return { status: CU.ok, outs: [nparams], blob: out, blobLen: out.length };
+  }
+
+  /** SM version (e.g. 90) of the current context's device, so the image's matching cubin is read first. */
+  private smArch(): number {
+    const dev = this.ctxDev.get(this.currentCtx) ?? 0;
+    if (this.drv.cuDeviceGetAttribute(this.out1, 75, dev) || this.drv.cuDeviceGetAttribute(this.out2, 76, dev)) return 0;
+    return (this.out1[0] | 0) * 10 + (this.out2[0] | 0);
   }
 
   private deviceProps(dev: number): Reply {

@@ -78,11 +78,11 @@ export const OPS: readonly OpSpec[] = [
   // modules, libraries, functions
   op(50, 'ModuleLoadData', ['module'], [], { blobIn: 'image (fatbin, cubin or NUL-terminated PTX)' }),
   fire(51, 'ModuleUnload', ['module']),
-  op(52, 'ModuleGetFunction', ['module', 'func'], ['paramCount'], { blobIn: 'name', blobOut: 'u32 offset,u32 size per param' }),
+  op(52, 'ModuleGetFunction', ['module', 'func'], ['paramCount'], { blobIn: 'name', blobOut: 'u32 offset,u32 size per param; paramCount 0xffffffff: layout unknown, the blob says why' }),
   op(53, 'ModuleGetGlobal', ['module'], ['dptr', 'bytes'], { blobIn: 'name' }),
   op(54, 'LibraryLoadData', ['library'], [], { blobIn: 'image' }),
   fire(55, 'LibraryUnload', ['library']),
-  op(56, 'LibraryGetKernel', ['library', 'kernel'], ['paramCount'], { blobIn: 'name', blobOut: 'u32 offset,u32 size per param' }),
+  op(56, 'LibraryGetKernel', ['library', 'kernel'], ['paramCount'], { blobIn: 'name', blobOut: 'u32 offset,u32 size per param; paramCount 0xffffffff: layout unknown, the blob says why' }),
   op(57, 'LibraryGetGlobal', ['library'], ['dptr', 'bytes'], { blobIn: 'name' }),
   op(58, 'FuncGetAttribute', ['func', 'attrib'], ['value']),
   fire(59, 'FuncSetAttribute', ['func', 'attrib', 'value']),

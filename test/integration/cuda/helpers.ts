@@ -11,6 +11,8 @@ export const build = path.join(root, 'build');
 export const fakeLibcuda = path.join(build, 'fake-cuda', 'libcuda.so.1');
 export const progs = path.join(build, 'cuda-programs');
 export const ptx = path.join(progs, 'kernels.ptx');
+/** Checked-in nvcc output (CI has no nvcc): test/fixtures/cuda-programs/param-layouts/regen.sh. */
+export const layoutFixtures = path.join(root, 'test/fixtures/cuda-programs/param-layouts');
 export const nvcc = ['/usr/local/cuda/bin/nvcc', '/usr/local/bin/nvcc'].find((p) => fs.existsSync(p));
 
 /** Builds the shims, the FAKE driver and the test programs (make is incremental). */
@@ -22,12 +24,12 @@ export function buildNative(): void {
 
 export interface DaemonProc { endpoint: string; control: string; dir: string; proc: ChildProcess; stop(): Promise<number | null>; status(): Promise<GpuDaemonStatus>; log(): string }
 
-export async function startDaemon(extra: string[] = []): Promise<DaemonProc> {
+export async function startDaemon(extra: string[] = [], env: Record<string, string> = {}): Promise<DaemonProc> {
   const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'smol-gpu-'));
   const control = path.join(dir, 'ctl');
   const args = ['--import', 'tsx', path.join(root, 'test/integration/cuda/smol-dev.ts'), 'gpu', 'serve',
     '--listen', `unix:${path.join(dir, 'cuda.sock')}`, '--libcuda', fakeLibcuda, '--control', control, '--json', ...extra];
-  const proc = spawn(process.execPath, args, { cwd: root, stdio: ['ignore', 'pipe', 'pipe'] });
+  const proc = spawn(process.execPath, args, { cwd: root, env: { ...process.env, ...env }, stdio: ['ignore', 'pipe', 'pipe'] });
   let out = '', err = '';
   proc.stdout!.on('data', (d) => { out += d; });
   proc.stderr!.on('data', (d) => { err += d; });

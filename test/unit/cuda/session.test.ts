@@ -3,12 +3,14 @@ import { describe, expect, it } from 'vitest';
 import { OP, PROTO_HASH, PROTOCOL } from '../../../src/cuda/protocol/index.js';
 import { ProtocolViolation, Session, STAT } from '../../../src/cuda/daemon/session.js';
 import type { CudaDriver } from '../../../src/cuda/daemon/driver/cuda.js';
+import { fixture } from './params/known.js';
 
-function stubDriver() {
+function stubDriver(overrides: Record<string, unknown> = {}) {
   const calls: string[] = [];
   let next = 0x10000;
   const handler: ProxyHandler<object> = {
     get(_t, name: string) {
+      if (name in overrides) return overrides[name];
       if (name === 'addressOf') return () => 0x5000;
       if (name === 'path') return 'stub';
       return (...args: unknown[]) => {
@@ -30,12 +32,13 @@ function stubDriver() {
   return { drv: new Proxy({}, handler) as CudaDriver, calls };
 }
 
-function session(quotaBytes = 1 << 20) {
-  const { drv, calls } = stubDriver();
+function session(quotaBytes = 1 << 20, overrides: Record<string, unknown> = {}) {
+  const { drv, calls } = stubDriver(overrides);
   const stats = new Float64Array(STAT.size);
-  const s = new Session(drv, { quotaBytes, stats, maxPayload: 1 << 16, sessionId: 7 });
+  const logged: string[] = [];
+  const s = new Session(drv, { quotaBytes, stats, maxPayload: 1 << 16, sessionId: 7, log: (l) => logged.push(l) });
   const hello = s.dispatch(OP.Hello, [PROTOCOL.magic, Number(PROTO_HASH), 1, 0], Buffer.alloc(0));
-  return { s, calls, stats, hello };
+  return { s, calls, stats, hello, logged };
 }
 
 describe('daemon session', () => {
@@ -118,5 +121,52 @@ describe('daemon session', () => {
     expect(calls.filter((c) => c === 'cuLaunchKernel')).toHaveLength(2);
     expect(s.dispatch(OP.LaunchKernel, [fid, 1, 1, 1, 32, 1, 1, 0, 0], args(0xbad00000))).toBeNull();
     expect(calls.filter((c) => c === 'cuLaunchKernel')).toHaveLength(2);
+  });
+
+  describe('kernel parameter layouts', () => {
+    const mod = PROTOCOL.kinds.module * 2 ** 48 + 1, fid = PROTOCOL.kinds.func * 2 ** 48 + 1;
+    const lookup = (s: Session, image: Buffer, name: string) => {
+      expect(s.dispatch(OP.ModuleLoadData, [mod], image)?.status).toBe(0);
+      return s.dispatch(OP.ModuleGetFunction, [mod, fid], Buffer.from(name))!;
+    };
+    const pairs = (b: Buffer) => Array.from({ length: b.length / 8 }, (_, i) => [b.readUInt32LE(i * 8), b.readUInt32LE(i * 8 + 4)]);
+
+    it('come from the module image when the driver has no cuFuncGetParamInfo, and the log says so once', () => {
+      const { s, logged } = session(1 << 20, { cuFuncGetParamInfo: null });
+      const ptx = Buffer.from('.visible .entry k(.param .u8 k_0, .param .u64 k_1, .param .align 16 .b8 k_2[20]) { ret; }');
+      const fn = lookup(s, ptx, 'k');
+      expect(fn.outs[0]).toBe(3);
+      expect(pairs(fn.blob!.subarray(0, fn.blobLen))).toEqual([[0, 1], [8, 8], [16, 20]]);
+      s.dispatch(OP.ModuleGetFunction, [mod, fid + 1], Buffer.from('k'));
+      expect(logged).toEqual(['kernel parameter layouts come from the module images: the driver has no cuFuncGetParamInfo (CUDA < 12.4)']);
+    });
+
+    it('read the image when cuFuncGetParamInfo fails, but trust its "no parameter 0" for a kernel without parameters', () => {
+      const failing = session(1 << 20, { cuFuncGetParamInfo: () => 500 });
+      expect(lookup(failing.s, fixture('sm_90.cubin'), 'small').outs[0]).toBe(4);
+      expect(failing.logged[0]).toMatch(/cuFuncGetParamInfo failed with CUDA error 500/);
+      const none = session(1 << 20, { cuFuncGetParamInfo: () => 1 });
+      const fn = lookup(none.s, Buffer.from('no image the daemon could read'), 'noargs');
+      expect(fn.outs[0]).toBe(0);
+      expect(none.logged).toEqual([]);
+    });
+
+    it('unknown (all entries compressed): the lookup says why, and launches are refused, never guessed', () => {
+      const { s, calls, logged } = session(1 << 20, { cuFuncGetParamInfo: null });
+      const fn = lookup(s, fixture('compressed.fatbin'), 'mixed');
+      expect(fn.status).toBe(0);
+      expect(fn.outs[0]).toBe(0xffffffff);
+      expect(fn.blob!.toString('latin1', 0, fn.blobLen)).toMatch(/^kernel parameter layout failed: mixed: .*sm_90 cubin is compressed \(zstd\)/);
+      expect(logged[1]).toMatch(/^launches of mixed will fail with CUDA_ERROR_NOT_SUPPORTED: /);
+      calls.length = 0;
+      expect(s.dispatch(OP.LaunchKernel, [fid, 1, 1, 1, 32, 1, 1, 0, 0], Buffer.alloc(0))).toBeNull();
+      expect(s.pending).toBe(801);
+      s.pending = 0;
+      const frame = Buffer.alloc(72);
+      frame.writeBigUInt64LE(BigInt(fid), 0);
+      s.launchInPlace(frame, 0, 72);
+      expect(s.pending).toBe(801);
+      expect(calls).not.toContain('cuLaunchKernel');
+    });
   });
 });
