@@ -1,7 +1,9 @@
 #!/usr/bin/env bash
 # On a machine with a real NVIDIA GPU and driver: builds the shims and test programs, starts
 # `smol gpu serve` on the real libcuda.so.1, runs each program natively and remoted (through the guest
-# shim over a Unix socket), and prints a PASS/FAIL table. Finishes in well under 5 minutes.
+# shim over a Unix socket), and prints a PASS/FAIL table. A second daemon with
+# SMOL_CUDA_PARAM_LAYOUT=image reruns the programs with every kernel parameter layout read from the
+# module images (the fallback for drivers without cuFuncGetParamInfo). Finishes in well under 5 minutes.
 #   scripts/gpu-check.sh [--libcuda PATH] [--bench]
 set -uo pipefail
 cd "$(dirname "$0")/.."
@@ -19,16 +21,25 @@ NVCC="$(command -v nvcc || ls /usr/local/cuda/bin/nvcc 2>/dev/null || true)"
 command -v nvidia-smi >/dev/null && nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv,noheader
 
 OUT="$PWD/build"; TMP="$(mktemp -d)"
-trap 'kill "$DAEMON" 2>/dev/null; wait "$DAEMON" 2>/dev/null; rm -rf "$TMP"' EXIT
+DAEMON=""; DAEMON_IMG=""
+trap 'kill $DAEMON $DAEMON_IMG 2>/dev/null; wait $DAEMON $DAEMON_IMG 2>/dev/null; rm -rf "$TMP"' EXIT
 for d in shims/cuda shims/nvml test/fixtures/cuda-programs; do
   make -s -C "$d" OUT="$OUT" ${NVCC:+NVCC=$NVCC} || { echo "gpu-check: build of $d failed" >&2; exit 1; }
 done
 
-node --import tsx test/integration/cuda/smol-dev.ts gpu serve --listen "unix:$TMP/cuda.sock" \
-  --libcuda "$LIBCUDA" --control "$TMP/ctl" >"$TMP/daemon.log" 2>&1 &
-DAEMON=$!
-for _ in $(seq 1 150); do [ -S "$TMP/cuda.sock" ] && break; sleep 0.2; done
-[ -S "$TMP/cuda.sock" ] || { echo "gpu-check: daemon did not start:" >&2; cat "$TMP/daemon.log" >&2; exit 1; }
+serve() { # socket name, control name, extra environment...
+  local sock="$1" ctl="$2"; shift 2
+  env "$@" node --import tsx test/integration/cuda/smol-dev.ts gpu serve --listen "unix:$TMP/$sock" \
+    --libcuda "$LIBCUDA" --control "$TMP/$ctl" >"$TMP/$sock.log" 2>&1 &
+}
+wait_sock() {
+  for _ in $(seq 1 150); do [ -S "$TMP/$1" ] && return 0; sleep 0.2; done
+  echo "gpu-check: daemon did not start:" >&2; cat "$TMP/$1.log" >&2; exit 1
+}
+serve cuda.sock ctl; DAEMON=$!
+serve cuda-image.sock ctl-image SMOL_CUDA_PARAM_LAYOUT=image; DAEMON_IMG=$!
+wait_sock cuda.sock; wait_sock cuda-image.sock
+SOCK=cuda.sock
 
 P="$OUT/cuda-programs"; rows=(); fails=0
 run() { # name, expect (ALL PASS | regex), command...
@@ -36,7 +47,7 @@ run() { # name, expect (ALL PASS | regex), command...
   local t0 t1 n r nout rout
   t0=$(date +%s%N); nout="$(timeout 120 "$@" 2>&1)"; n=$?; t1=$(date +%s%N)
   local nms=$(( (t1 - t0) / 1000000 ))
-  t0=$(date +%s%N); rout="$(LD_LIBRARY_PATH="$OUT" SMOL_CUDA_ENDPOINT="unix:$TMP/cuda.sock" timeout 120 "$@" 2>&1)"; r=$?; t1=$(date +%s%N)
+  t0=$(date +%s%N); rout="$(LD_LIBRARY_PATH="$OUT" SMOL_CUDA_ENDPOINT="unix:$TMP/$SOCK" timeout 120 "$@" 2>&1)"; r=$?; t1=$(date +%s%N)
   local rms=$(( (t1 - t0) / 1000000 ))
   local verdict=PASS
   if [ $n -ne 0 ] || [ $r -ne 0 ] || ! grep -Eq "$expect" <<<"$rout"; then verdict=FAIL; fails=$((fails + 1)); fi
@@ -54,6 +65,12 @@ if [ -x "$P/runtime_vecadd_static" ]; then
 else
   rows+=("runtime API programs               SKIP   (nvcc not found)")
 fi
+SOCK=cuda-image.sock
+FB=test/fixtures/cuda-programs/param-layouts/kernels.fatbin
+run "image layouts: driver API PTX" "ALL PASS" "$P/driver_vecadd" "$P/kernels.ptx"
+run "image layouts: driver API fatbin" "ALL PASS" "$P/driver_vecadd" "$FB"
+[ -x "$P/runtime_vecadd_static" ] && run "image layouts: runtime static" "ALL PASS" "$P/runtime_vecadd_static"
+grep -q 'layouts come from the module images' "$TMP/cuda-image.sock.log" || { rows+=("image layouts: daemon log          FAIL   (no fallback line)"); fails=$((fails + 1)); }
 echo; echo "CUDA remoting check against $LIBCUDA"
 printf '%s\n' "${rows[@]}"
 node --import tsx test/integration/cuda/smol-dev.ts gpu status --control "$TMP/ctl" --json | head -20

@@ -1,15 +1,15 @@
 /**
  * The entries of a fatbin container (what nvcc embeds and cudart hands to cuLibraryLoadData): a
  * 16-byte header, then entries of kind PTX or ELF (cubin), each a header and its payload, for one
- * SM architecture. nvcc compresses PTX payloads by default (since CUDA 13 with zstd), SASS only
- * with -compress-all.
+ * SM architecture. nvcc compresses PTX payloads by default (CUDA 13: zstd), SASS only with
+ * -compress-all.
  */
 import { GpuError } from '../../../errors/index.js';
 import { LAYOUT_FAILED } from './types.js';
 
 export const FATBIN_MAGIC = 0xba55ed50;
 const KIND = { ptx: 1, elf: 2 } as const;
-// Entry flags: 0x2000 marks an LZ4 payload (older toolkits), 0x8000 a zstd one (CUDA 12.8+).
+// Entry flags: 0x2000 marks an LZ4 payload (older toolkits), 0x8000 a zstd one (CUDA 13's nvcc).
 const FLAG_LZ4 = 0x2000, FLAG_ZSTD = 0x8000;
 
 export interface FatbinEntry {
