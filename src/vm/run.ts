@@ -46,9 +46,10 @@ export async function runEphemeral(svc: MachineService, spec: Smolfile, req: Exe
 async function bootForRun(svc: MachineService, rec: MachineRecord, o: RunOptions): Promise<OpenChannel> {
   const cold = async (forkable: boolean) =>
     (await svc.start(rec.id, { keepChannel: true, forkable, forkHelper: false, onProgress: o.onProgress, bootTimeoutMs: o.bootTimeoutMs })).channel!;
-  if (o.coldBoot || !snapshotEligible(svc, rec)) return cold(false);
-  const { key, vm } = await snapshotKey(svc, rec.spec);
-  const snap = findSnapshot(svc.home, key);
+  // a disk smol cannot read the header of just boots: the snapshot is an optimisation, never a reason to fail
+  const k = o.coldBoot || !snapshotEligible(svc, rec) ? null : await snapshotKey(svc, rec).catch(() => null);
+  if (!k) return cold(false);
+  const snap = findSnapshot(svc.home, k);
   if (snap) {
     const timeoutMs = o.bootTimeoutMs ?? DEFAULT_BOOT_TIMEOUT_MS;
     const t0 = Date.now();
@@ -72,7 +73,7 @@ async function bootForRun(svc: MachineService, rec: MachineRecord, o: RunOptions
   const ch = await cold(true);
   try {
     o.onProgress?.('saving the boot snapshot');
-    await captureSnapshot(svc, svc.store.get(rec.id), key, vm);
+    await captureSnapshot(svc, svc.store.get(rec.id), k);
   } catch (err) {
     o.onProgress?.(`boot snapshot not saved: ${(err as Error).message}`);
   }

@@ -5,13 +5,17 @@
  * init ran, before the user's command; later runs map its RAM copy-on-write and load its device state.
  * A snapshot is keyed by everything that shapes the booted guest, so a new kernel, initramfs, QEMU build or
  * machine size simply misses, and one that fails to load is deleted and the run boots cold.
+ * Machines with a disk (`--image`, `pack run` of a disk artifact) qualify too when their overlay sits on an
+ * immutable base: the snapshot then keeps a copy of the overlay as it was at the save (what boot wrote), and
+ * each restore runs on a fresh overlay over that copy, so the guest's page cache and its disk agree.
  */
 import crypto from 'node:crypto';
 import fs from 'node:fs';
 import path from 'node:path';
-import type { Smolfile } from '../smolfile/schema.js';
 import { assetsHome, dataPaths } from '../util/paths.js';
-import { hostBootFiles } from './boot-files.js';
+import { bootFilesFor, resumePlanFile } from './boot-files.js';
+import { createCloneDisk } from './fork/clone.js';
+import { readQcow2Header } from './image/qcow2.js';
 import type { GuestChannel, Progress } from './engine.js';
 import type { ForkOps, VmIdentity } from './fork/types.js';
 import { AGENT_PORTS } from './layout.js';
@@ -24,37 +28,63 @@ const FORMAT = 1;
 const KEEP = 4;
 const PORT = 0;
 
-export interface BootSnapshot { key: string; dir: string; stateFile: string; memFile: string }
+export interface BootSnapshot {
+  key: string; dir: string; stateFile: string; memFile: string;
+  /** The overlay as boot left it, and an empty overlay over it that each restore copies (no qemu-img run). */
+  diskFile: string | null; overlayFile: string | null;
+}
 
-interface SnapshotMeta { format: number; key: string; vm: VmIdentity; createdAt: string; memBytes: number; stateBytes: number; captureMs: number }
+/** What a machine's disk looks like to a snapshot: null for a diskless machine. */
+export interface SnapshotDisk { virtualSize: number }
+
+export interface SnapshotKey { key: string; vm: VmIdentity; disk: SnapshotDisk | null }
+
+interface SnapshotMeta { format: number; key: string; vm: VmIdentity; disk: SnapshotDisk | null; createdAt: string; memBytes: number; stateBytes: number; captureMs: number }
 
 export const snapshotsDir = (home: string) => path.join(dataPaths(assetsHome({ ...process.env, SMOL_HOME: home })).cache, 'boot-snapshots');
 
-/** Only throwaway machines without a disk or a NIC qualify: their whole state is the RAM and the devices. */
+/**
+ * Throwaway machines without a NIC qualify: their state is the RAM, the devices and (with a disk) what boot
+ * wrote to the overlay. A machine about to resume a memory-carrying artifact has better state already.
+ */
 export function snapshotEligible(svc: MachineService, rec: MachineRecord): boolean {
-  return !!svc.engine.fork && svc.isDiskless(rec) && !rec.spec.net && process.env.SMOL_BOOT_SNAPSHOTS !== '0';
+  return !!svc.engine.fork && rec.ephemeral && !rec.spec.net && process.env.SMOL_BOOT_SNAPSHOTS !== '0'
+    && !fs.existsSync(resumePlanFile(svc.layout(rec)));
 }
 
-export async function snapshotKey(svc: MachineService, spec: Smolfile): Promise<{ key: string; vm: VmIdentity }> {
+/** The key, or null when the machine's disk is not an overlay on a base that stays put (then: no snapshot). */
+export async function snapshotKey(svc: MachineService, rec: MachineRecord): Promise<SnapshotKey | null> {
+  const { spec } = rec;
+  const layout = svc.layout(rec);
+  let disk: SnapshotDisk | null = null;
+  let base: string | null = null;
+  if (!svc.isDiskless(rec)) {
+    const h = readQcow2Header(layout.disk);
+    if (!h.backing || !path.isAbsolute(h.backing)) return null;
+    const b = fs.statSync(h.backing);
+    disk = { virtualSize: h.virtualSize };
+    base = `${h.backing}:${b.size}:${b.mtimeMs}:${b.ino}`;
+  }
   const vm = await svc.engine.fork!.identity(spec.memory);
-  const boot = await hostBootFiles(assetsHome({ ...process.env, SMOL_HOME: svc.home }));
+  const boot = await bootFilesFor(layout, assetsHome({ ...process.env, SMOL_HOME: svc.home }));
   const st = fs.statSync(boot.kernel);
   const parts = {
     format: FORMAT, vm, cpus: spec.cpus, ports: AGENT_PORTS, kernel: boot.kernelIdentity, kernelFile: `${boot.kernel}:${st.size}:${st.mtimeMs}`,
-    initrd: boot.initrd, init: spec.init, env: spec.init.length ? spec.env : {}, workdir: spec.init.length ? spec.workdir : null,
+    initrd: boot.initrd, init: spec.init, env: spec.init.length ? spec.env : {}, workdir: spec.init.length ? spec.workdir : null, disk, base,
   };
-  return { key: crypto.createHash('sha256').update(JSON.stringify(parts)).digest('hex').slice(0, 32), vm };
+  return { key: crypto.createHash('sha256').update(JSON.stringify(parts)).digest('hex').slice(0, 32), vm, disk };
 }
 
-const snapshotAt = (root: string, key: string): BootSnapshot => {
+const snapshotAt = (root: string, key: string, withDisk: boolean): BootSnapshot => {
   const dir = path.join(root, key);
-  return { key, dir, stateFile: path.join(dir, 'state'), memFile: path.join(dir, 'mem') };
+  const disk = (f: string) => (withDisk ? path.join(dir, f) : null);
+  return { key, dir, stateFile: path.join(dir, 'state'), memFile: path.join(dir, 'mem'), diskFile: disk('disk.qcow2'), overlayFile: disk('overlay.qcow2') };
 };
 
-export function findSnapshot(home: string, key: string): BootSnapshot | null {
-  const snap = snapshotAt(snapshotsDir(home), key);
+export function findSnapshot(home: string, k: SnapshotKey): BootSnapshot | null {
+  const snap = snapshotAt(snapshotsDir(home), k.key, !!k.disk);
   const { dir } = snap;
-  if (!fs.existsSync(path.join(dir, 'meta.json')) || !fs.existsSync(snap.stateFile) || !fs.existsSync(snap.memFile)) return null;
+  if (![path.join(dir, 'meta.json'), snap.stateFile, snap.memFile, snap.diskFile, snap.overlayFile].every((f) => f === null || fs.existsSync(f))) return null;
   try {
     const now = new Date();
     fs.utimesSync(path.join(dir, 'meta.json'), now, now); // LRU order for pruning
@@ -72,20 +102,31 @@ export function dropSnapshot(snap: BootSnapshot): void {
  * Saves the running machine (booted forkable, nothing run yet) as the snapshot for key. The machine pauses
  * for the device-state save and the RAM copy, then continues. Losing a race with another run is fine.
  */
-export async function captureSnapshot(svc: MachineService, rec: MachineRecord, key: string, vm: VmIdentity): Promise<BootSnapshot> {
+export async function captureSnapshot(svc: MachineService, rec: MachineRecord, k: SnapshotKey): Promise<BootSnapshot> {
   const root = snapshotsDir(svc.home);
   fs.mkdirSync(root, { recursive: true });
   const tmp = fs.mkdtempSync(path.join(root, '.tmp-'));
   try {
     const layout = svc.layout(rec);
     const t0 = performance.now();
-    const cap = await svc.engine.fork!.capture(layout, { stateFile: path.join(tmp, 'state'), nextDisk: null, memCopy: path.join(tmp, 'mem'), hold: false });
+    // a disk freezes where boot left it: the machine goes on in a new overlay over it, and the snapshot keeps a copy
+    const nextDisk = k.disk ? path.join(layout.dir, `disk-${crypto.randomBytes(4).toString('hex')}.qcow2`) : null;
+    if (nextDisk) await createCloneDisk(layout.disk, nextDisk, k.disk!.virtualSize);
+    const cap = await svc.engine.fork!.capture(layout, {
+      stateFile: path.join(tmp, 'state'), nextDisk, memCopy: path.join(tmp, 'mem'), hold: false,
+      onDiskMoved: () => svc.store.update(rec.id, { diskFile: path.basename(nextDisk!) }),
+    });
+    const snap = snapshotAt(root, k.key, !!k.disk);
+    if (cap.frozenDisk) {
+      fs.copyFileSync(cap.frozenDisk, path.join(tmp, 'disk.qcow2'));
+      // names the copy where it will live once tmp is renamed into place
+      await createCloneDisk(snap.diskFile!, path.join(tmp, 'overlay.qcow2'), k.disk!.virtualSize);
+    }
     const meta: SnapshotMeta = {
-      format: FORMAT, key, vm, createdAt: new Date().toISOString(), memBytes: fs.statSync(path.join(tmp, 'mem')).blocks * 512,
+      format: FORMAT, key: k.key, vm: k.vm, disk: k.disk, createdAt: new Date().toISOString(), memBytes: fs.statSync(path.join(tmp, 'mem')).blocks * 512,
       stateBytes: cap.stateBytes, captureMs: Math.round(performance.now() - t0),
     };
     fs.writeFileSync(path.join(tmp, 'meta.json'), `${JSON.stringify(meta, null, 2)}\n`);
-    const snap = snapshotAt(root, key);
     try {
       fs.renameSync(tmp, snap.dir);
     } catch {
@@ -112,7 +153,9 @@ export async function startFromSnapshot(svc: MachineService, rec: MachineRecord,
     svc.store.update(rec.id, { state: 'starting', lastError: null });
     fs.mkdirSync(layout.runDir, { recursive: true });
     o.onProgress?.('restoring the boot snapshot');
-    const pid = await svc.engine.launch(rec.spec, layout, { diskless: true, forkable: false, clone: { memFile: snap.memFile } });
+    // the overlay create() made sits on the bare base; the saved guest expects the disk as boot left it
+    if (snap.overlayFile) fs.copyFileSync(snap.overlayFile, layout.disk);
+    const pid = await svc.engine.launch(rec.spec, layout, { diskless: !snap.diskFile, forkable: false, clone: { memFile: snap.memFile } });
     svc.store.update(rec.id, { pid, startedAt: Date.now() });
     const release = svc.store.lock(`${rec.id}#p${PORT}`, 'channel', rec.name);
     let ch: GuestChannel | undefined;

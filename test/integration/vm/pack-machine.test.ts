@@ -27,6 +27,16 @@ describe('.smolmachine from and to real machines', () => {
     expect(run.stdout).toBe('disk-state\npacked\n');
     expect(run.code).toBe(0);
 
+    // the first run saved a boot snapshot with the disk as boot left it; later runs restore it, each on its own overlay
+    const verbose = { home, env: { SMOL_VERBOSE: '1' } };
+    const again = await smol(['pack', 'run', art, '--', 'sh', '-c', 'cat /root/marker; ls /root; echo mine > /root/written'], verbose);
+    expect(again.stderr).toMatch(/restoring the boot snapshot/);
+    expect(again.stderr).not.toMatch(/booting/);
+    expect(again.stdout).toBe('disk-state\nmarker\n');
+    const third = await smol(['pack', 'run', art, '--', 'ls', '/root'], verbose);
+    expect(third.stderr).toMatch(/restoring the boot snapshot/);
+    expect(third.stdout).toBe('marker\n');
+
     expect((await smol(['machine', 'create', 'copy', '--from', art, '--start'], { home })).code).toBe(0);
     const r = await smol(['machine', 'exec', 'copy', '--', 'cat', '/root/marker'], { home });
     expect(r.stdout).toBe('disk-state\n');
