@@ -6,7 +6,7 @@ import fs from 'node:fs';
 import path from 'node:path';
 import type { Readable } from 'node:stream';
 import type { Smolfile } from '../smolfile/schema.js';
-import { assetsHome } from '../util/paths.js';
+import { assetsHome, dataPaths } from '../util/paths.js';
 import { AgentClient } from './agent/index.js';
 import { consoleTail, selectBackend, type VmBackend } from './backend/index.js';
 import type { Engine, ExecHandle, ExecRequest, GuestChannel, LaunchOptions, PreparedDisk, Progress } from './engine.js';
@@ -30,15 +30,16 @@ export function createQemuEngine(home: string, o: QemuEngineOptions = {}): Engin
     async prepareDisk(spec: Smolfile, layout: MachineLayout, onProgress?: Progress): Promise<PreparedDisk> {
       onProgress?.(`resolving image ${spec.image}`);
       const sizeBytes = spec.disk ? spec.disk * 1024 * 1024 : undefined;
+      const templateDir = path.join(dataPaths(home).cache, 'overlay-templates');
       if (isArtifactRef(spec.image)) {
         const { prepareArtifactImage } = await import('./pack-source.js'); // artifact code loads only when used
         const a = await prepareArtifactImage(spec.image, home, layout);
         if (a.notice) o.notice?.(a.notice);
-        await createOverlay(a.base, layout.disk, { sizeBytes });
+        await createOverlay(a.base, layout.disk, { sizeBytes, templateDir });
         return { imageId: a.imageId };
       }
       const img = await resolveImage(spec.image, assets, { log: onProgress });
-      await createOverlay(img.basePath, layout.disk, { sizeBytes });
+      await createOverlay(img.basePath, layout.disk, { sizeBytes, templateDir });
       return { imageId: img.id };
     },
 

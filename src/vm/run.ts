@@ -73,7 +73,7 @@ async function bootForRun(svc: MachineService, rec: MachineRecord, o: RunOptions
   const ch = await cold(true);
   try {
     o.onProgress?.('saving the boot snapshot');
-    await captureSnapshot(svc, svc.store.get(rec.id), k);
+    await captureSnapshot(svc, svc.store.get(rec.id), k, ch.ch);
   } catch (err) {
     o.onProgress?.(`boot snapshot not saved: ${(err as Error).message}`);
   }
