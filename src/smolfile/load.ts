@@ -1,19 +1,23 @@
 /** Reads a Smolfile and maps schema errors back to YAML line numbers so users can find them. */
 import fs from 'node:fs';
 import path from 'node:path';
-import { LineCounter, parseDocument, isMap, isSeq, type Node } from 'yaml';
+import { createRequire } from 'node:module';
+import type { Node } from 'yaml';
 import { NotFoundError, ValidationError, type Issue } from '../errors/index.js';
 import { smolfileSchema, type Smolfile } from './schema.js';
 
 export interface LoadedSmolfile { file: string; dir: string; spec: Smolfile }
 
+// yaml takes ~35 ms to load, and most commands (smol run without -s) never read a Smolfile
+const yaml = () => createRequire(import.meta.url)('yaml') as typeof import('yaml');
+
 function nodeAt(root: Node | null, p: PropertyKey[]): Node | null {
   let node: Node | null = root;
   for (const key of p) {
-    if (isMap(node)) {
+    if (yaml().isMap(node)) {
       const pair = node.items.find((it) => (it.key as { value?: unknown })?.value === key);
       node = (pair?.value as Node | undefined) ?? (pair?.key as Node | undefined) ?? null;
-    } else if (isSeq(node) && typeof key === 'number') {
+    } else if (yaml().isSeq(node) && typeof key === 'number') {
       node = (node.items[key] as Node | undefined) ?? null;
     } else return node;
   }
@@ -22,11 +26,12 @@ function nodeAt(root: Node | null, p: PropertyKey[]): Node | null {
 
 function keyNode(root: Node | null, parent: PropertyKey[], key: string): Node | null {
   const n = nodeAt(root, parent);
-  if (!isMap(n)) return null;
+  if (!yaml().isMap(n)) return null;
   return (n.items.find((it) => (it.key as { value?: unknown })?.value === key)?.key as Node | undefined) ?? null;
 }
 
 export function parseSmolfile(text: string, file = 'Smolfile'): Smolfile {
+  const { LineCounter, parseDocument } = yaml();
   const lc = new LineCounter();
   const doc = parseDocument(text, { lineCounter: lc, prettyErrors: false });
   const line = (n: Node | null | undefined) => (n?.range ? lc.linePos(n.range[0]).line : undefined);

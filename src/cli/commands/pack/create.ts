@@ -1,7 +1,6 @@
 import fs from 'node:fs';
 import path from 'node:path';
 import { Option, type Command } from 'commander';
-import ora from 'ora';
 import { z } from 'zod';
 import { packArtifact, type PackProgress, type ResolvedSource } from '../../../artifact/index.js';
 import { ConflictError, UserError } from '../../../errors/index.js';
@@ -74,7 +73,7 @@ export function register(parent: Command): void {
     .addOption(new Option('--memory <mib>', 'guest memory (MiB) to record').argParser(toInt).hideHelp())
     .action(async (raw: Record<string, unknown>) => {
       const o = createSchema.parse(raw);
-      const spinner = !o.json && process.stderr.isTTY ? ora({ stream: process.stderr, text: 'packing' }).start() : null;
+      const spinner = !o.json && process.stderr.isTTY ? (await import('ora')).default({ stream: process.stderr, text: 'packing' }).start() : null;
       // before resolving: a memory pack pauses the machine and moves it onto a new overlay, not to be wasted
       if (!o.force && fs.existsSync(o.output)) throw new ConflictError(`${path.resolve(o.output)} already exists`, { where: o.output, hint: 'Choose another path or pass --force.' });
       const source = await resolve(o);
