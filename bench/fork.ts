@@ -122,8 +122,9 @@ async function main(): Promise<void> {
     { metric: 'parent pause (parent resumes)', unit: 'ms', value: median(one.pause), target: '≤100' },
     { metric: 'parent pause (--hold)', unit: 'ms', value: median(hold), target: '≤50' },
     { metric: 'fork → clone running', unit: 'ms', value: median(one.running), baseline: median(cold.boot), baselineLabel: 'cold boot → agent' },
-    { metric: 'fork → configured + released (1st exec)', unit: 'ms', value: median(one.ready), baseline: coldReady, baselineLabel: 'cold boot → 1st exec', target: '≤300' },
-    { metric: 'fork → a further exec `true` done', unit: 'ms', value: median(one.exec), baseline: coldReady, baselineLabel: 'cold boot → 1st exec' },
+    // the release is done by the agent itself (no guest process), so the first exec is the timed `true` after it
+    { metric: 'fork → clone configured + released', unit: 'ms', value: median(one.ready), baseline: coldReady, baselineLabel: 'cold boot → 1st exec' },
+    { metric: 'fork → first exec `true` done in the clone', unit: 'ms', value: median(one.exec), baseline: coldReady, baselineLabel: 'cold boot → 1st exec', target: '≤300' },
     { metric: 'N=4: fork → all ready', unit: 'ms', value: median(many[4].total), baseline: 4 * coldReady, baselineLabel: '4 cold boots in series' },
     { metric: 'N=8: fork → all ready', unit: 'ms', value: median(many[8].total), baseline: 8 * coldReady, baselineLabel: '8 cold boots in series', target: '≤2000' },
     { metric: 'PSS per clone (N=1)', unit: 'MiB', value: median(one.pss), baseline: median(cold.rss), baselineLabel: 'cold-booted RSS', target: '≤50% of baseline' },

@@ -45,7 +45,8 @@ export interface GuestChannel {
   exec(req: ExecRequest): Promise<ExecHandle>;
   putFile(source: NodeJS.ReadableStream, guestPath: string, mode: number): Promise<void>;
   getFile(guestPath: string): Promise<{ size: number; mode: number; stream: NodeJS.ReadableStream }>;
-  configure(opts: { hostname?: string; machineId?: string; entropy?: Buffer; timeMs?: number }): Promise<void>;
+  /** `released`: waiters the fork release woke, null when none was asked for. */
+  configure(opts: { hostname?: string; machineId?: string; entropy?: Buffer; timeMs?: number; forkRelease?: { dir: string; envFile: string; text: string } }): Promise<{ released: number | null }>;
   shutdown(): Promise<void>;
   close(): void;
 }

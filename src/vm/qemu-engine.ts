@@ -96,7 +96,7 @@ function channelOf(client: AgentClient, port: number): GuestChannel {
       await client.putFile(source as Readable, guestPath, mode, { mkdirs: true });
     },
     getFile: (guestPath) => client.getFile(guestPath),
-    configure: (c) => client.configure({ hostname: c.hostname, machineId: c.machineId, entropy: c.entropy, clock: c.timeMs }),
+    configure: (c) => client.configure({ hostname: c.hostname, machineId: c.machineId, entropy: c.entropy, clock: c.timeMs, forkRelease: c.forkRelease }),
     shutdown: () => client.shutdown(),
     close: () => client.close(),
   };

@@ -166,9 +166,13 @@ export class AgentClient {
     return h.info;
   }
 
-  /** Hostname, machine-id, RNG seed and clock for a fresh or forked guest. */
-  async configure(c: ConfigureRequest): Promise<void> {
-    await this.request(FrameType.configure, encodeConfigure(c), 'configure');
+  /**
+   * Hostname, machine-id, RNG seed and clock for a fresh or forked guest, and the fork-point release;
+   * `released` is how many waiters that woke (null when none was asked for).
+   */
+  async configure(c: ConfigureRequest): Promise<{ released: number | null }> {
+    const done = await this.request(FrameType.configure, encodeConfigure(c), 'configure');
+    return { released: c.forkRelease && done.length >= 4 ? done.readUInt32LE(0) : null };
   }
 
   /** Asks the agent to sync and power off (reboot with {reboot: true}); resolves when it acknowledged. */
@@ -199,11 +203,11 @@ export class AgentClient {
     this.fail(`${this.label} closed by the host`);
   }
 
-  private async request(type: number, payload: Buffer, what: string): Promise<void> {
+  private async request(type: number, payload: Buffer, what: string): Promise<Buffer> {
     const id = this.allocate();
     const h = new SimpleHandler(id, what);
     this.open(id, h, type, payload);
-    await h.result;
+    return h.result;
   }
 
   private allocate(): number {

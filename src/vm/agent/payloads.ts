@@ -125,6 +125,8 @@ export interface ConfigureRequest {
   entropy?: Buffer;
   /** Wall clock to set in the guest. */
   clock?: Date | number;
+  /** The fork-point release (src/vm/fork/guest.ts): write envFile, wake the FIFOs `dir/wait.<pid>` of live waiters. */
+  forkRelease?: { dir: string; envFile: string; text: string };
 }
 
 /** Entries of (u16 key, u16 reserved, u32 length, bytes). */
@@ -145,6 +147,10 @@ export function encodeConfigure(c: ConfigureRequest): Buffer {
     v.writeBigUInt64LE(BigInt(Math.floor(ms / 1000)), 0);
     v.writeUInt32LE(Math.floor(ms % 1000) * 1_000_000, 8);
     add(ConfigureKey.clock, v);
+  }
+  if (c.forkRelease) {
+    const r = c.forkRelease;
+    add(ConfigureKey.forkRelease, Buffer.concat([pathBytes(r.dir), Buffer.alloc(1), pathBytes(r.envFile), Buffer.alloc(1), Buffer.from(r.text)]));
   }
   return Buffer.concat(parts);
 }

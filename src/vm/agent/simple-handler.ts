@@ -7,8 +7,9 @@ import { decodeError } from './payloads.js';
 import { FrameType } from './protocol.js';
 
 export class SimpleHandler implements StreamHandler {
-  readonly result: Promise<void>;
-  private settle!: { resolve(): void; reject(e: Error): void };
+  /** DONE's payload (empty for most requests). */
+  readonly result: Promise<Buffer>;
+  private settle!: { resolve(p: Buffer): void; reject(e: Error): void };
   constructor(
     readonly id: number,
     private readonly what: string,
@@ -17,7 +18,7 @@ export class SimpleHandler implements StreamHandler {
   }
   frame(f: Frame): boolean {
     if (f.type === FrameType.done) {
-      this.settle.resolve();
+      this.settle.resolve(f.payload);
       return true;
     }
     if (f.type === FrameType.error) {

@@ -7,7 +7,7 @@ import type { GuestChannel } from '../engine.js';
 import type { ForkPointRecord } from '../registry/fork-points.js';
 import type { MachineRecord } from '../registry/machines.js';
 import type { MachineService } from '../service.js';
-import { releaseWaiters } from './guest.js';
+import { identifyAndRelease } from './guest.js';
 import type { ForkOps } from './types.js';
 
 export interface CloneOutcome {
@@ -63,8 +63,7 @@ export async function launchClone(svc: MachineService, ops: ForkOps, j: CloneJob
     try {
       ch = await svc.engine.connect(layout, j.port, j.restoreTimeoutMs);
       // no VMGENID in the guest kernel: every clone starts with the parent's RNG state until reseeded here
-      await ch.configure({ hostname: rec.name, machineId: crypto.randomBytes(16).toString('hex'), entropy: crypto.randomBytes(64), timeMs: Date.now() });
-      out.released = await releaseWaiters(ch, j.env);
+      out.released = await identifyAndRelease(ch, { hostname: rec.name, machineId: crypto.randomBytes(16).toString('hex'), entropy: crypto.randomBytes(64), timeMs: Date.now() }, j.env);
     } finally {
       ch?.close();
       release();

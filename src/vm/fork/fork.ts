@@ -12,7 +12,7 @@ import { newMachineId, type MachineRecord } from '../registry/machines.js';
 import type { MachineService } from '../service.js';
 import { forkDir, forkMemFile, removeForkFiles } from './cleanup.js';
 import { createCloneDisk, launchClone, type CloneOutcome } from './clone.js';
-import { releaseWaiters, waitForReady } from './guest.js';
+import { identifyAndRelease, waitForReady } from './guest.js';
 import { assertCompatible } from './identity.js';
 import { cloneEnv, cloneNames, parentEnv } from './plan.js';
 
@@ -105,7 +105,7 @@ export async function forkMachine(svc: MachineService, nameOrId: string, o: Fork
       id: forkId, machine: parent.id, frozenDisk: cap.frozenDisk, memFile, memOwned: memFile !== layout.memFile, stateFile: path.join(dir, 'state'), vm: insp.vm,
     }, clones.map((c) => c.rec.id));
     const { ch: pch, port } = parentCh;
-    const parentRelease = o.hold ? Promise.resolve(0) : releaseWaiters(pch, parentEnv(parent.name, forkId, names.length)).catch(() => 0);
+    const parentRelease = o.hold ? Promise.resolve(0) : identifyAndRelease(pch, null, parentEnv(parent.name, forkId, names.length)).catch(() => 0);
     const outcomes = await Promise.all(clones.map((c, i) => launchClone(svc, ops, {
       rec: c.rec, index: ids[i].index, env: ids[i].env, fp: fp!, port, diskSize: insp.diskSize, pausedAt, restoreTimeoutMs: o.restoreTimeoutMs ?? 30_000,
     })));

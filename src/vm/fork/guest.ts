@@ -89,7 +89,25 @@ export async function waitForReady(ch: GuestChannel, timeoutMs: number): Promise
   }
 }
 
-/** Writes the env file and wakes the waiters; returns how many were woken. */
+export interface GuestIdentity { hostname: string; machineId: string; entropy: Buffer; timeMs: number }
+
+/**
+ * A clone's identity and its fork-point release in one CONFIGURE round trip, done by the agent itself: a
+ * shell started in a clone whose translation cache is still empty costs ~100 ms under TCG. An agent older
+ * than the release key applies the identity, refuses the key, and the waiters get the shell release.
+ * A parent keeps its identity (id null): the native release only spares the CPU its clones are starting on.
+ */
+export async function identifyAndRelease(ch: GuestChannel, id: GuestIdentity | null, env: Record<string, string>, timeoutMs = 10_000): Promise<number> {
+  try {
+    const r = await ch.configure({ ...(id ?? {}), forkRelease: { dir: FORK_DIR, envFile: FORK_ENV_FILE, text: envFileText(env) } });
+    if (r.released !== null) return r.released;
+  } catch (err) {
+    if (!/not supported/i.test((err as Error).message)) throw err;
+  }
+  return releaseWaiters(ch, env, timeoutMs);
+}
+
+/** Writes the env file and wakes the waiters with a shell in the guest; returns how many were woken. */
 export async function releaseWaiters(ch: GuestChannel, env: Record<string, string>, timeoutMs = 10_000): Promise<number> {
   const r = await run(ch, RELEASE_SCRIPT, envFileText(env), timeoutMs);
   if (r.code !== 0) throw new Error(`releasing the fork point failed: ${r.err.trim() || `exit ${r.code}`}`);

@@ -1,7 +1,7 @@
-import { afterEach, describe, expect, it } from 'vitest';
-import { spawnSync } from 'node:child_process';
+import { afterEach, describe, expect, it, onTestFinished } from 'vitest';
+import { spawn, spawnSync } from 'node:child_process';
 import { randomBytes } from 'node:crypto';
-import { mkdirSync, readFileSync } from 'node:fs';
+import { existsSync, mkdirSync, readFileSync, writeFileSync } from 'node:fs';
 import path from 'node:path';
 import type { AgentClient } from '../../../src/vm/agent/index.js';
 import { buildAgent, connect, startAgent, type RunningAgent } from './agent-harness.js';
@@ -40,6 +40,35 @@ describe('agent CONFIGURE and SHUTDOWN', () => {
     client = await connect(agent);
     await client.configure({ hostname: 'smol-fork-7' });
     expect((await client.run({ argv: ['hostname'] })).stdout.toString()).toBe('smol-fork-7\n');
+  });
+
+  it('releases the fork point natively: writes the env file, wakes live waiters, drops the FIFOs of dead ones', async () => {
+    await buildAgent();
+    agent = await startAgent(['--sysroot', '$DIR/root']);
+    const dir = path.join(agent.dir, 'root', 'run', 'smol', 'fork');
+    const envFile = path.join(agent.dir, 'root', 'run', 'smol', 'fork.env');
+    mkdirSync(dir, { recursive: true });
+    mkdirSync(path.join(agent.dir, 'root', 'etc'));
+    // the shape of smol-fork-ready: a FIFO named after the waiter's pid, read once, then the env file
+    const waiter = spawn('sh', ['-c', `f=${dir}/wait.$$; mkfifo "$f"; read -r _ < "$f"; cat ${envFile}`], { stdio: ['ignore', 'pipe', 'inherit'] });
+    let out = '';
+    waiter.stdout.on('data', (d: Buffer) => (out += d.toString()));
+    const waited = new Promise((r) => waiter.once('exit', r));
+    onTestFinished(() => { waiter.kill('SIGKILL'); });
+    spawnSync('mkfifo', [path.join(dir, 'wait.999999999')]); // a waiter that died: its pid is not alive
+    writeFileSync(path.join(dir, 'wait.1'), 'not a fifo');
+    for (let i = 0; i < 200 && !existsSync(path.join(dir, `wait.${waiter.pid}`)); i++) await new Promise((r) => setTimeout(r, 10));
+    client = await connect(agent);
+    const r = await client.configure({ machineId: 'c'.repeat(32), forkRelease: { dir: '/run/smol/fork', envFile: '/run/smol/fork.env', text: "export SMOL_FORK_ROLE='clone'\n" } });
+    expect(r).toEqual({ released: 1 });
+    await waited;
+    expect(out).toBe("export SMOL_FORK_ROLE='clone'\n");
+    expect(readFileSync(envFile, 'utf8')).toBe("export SMOL_FORK_ROLE='clone'\n");
+    expect(existsSync(path.join(dir, 'wait.999999999'))).toBe(false);
+    expect(existsSync(path.join(dir, 'wait.1'))).toBe(true);
+    expect(readFileSync(path.join(agent.dir, 'root', 'etc', 'machine-id'), 'utf8')).toBe(`${'c'.repeat(32)}\n`);
+    // without a release asked for, DONE carries nothing
+    expect(await client.configure({ machineId: 'd'.repeat(32) })).toEqual({ released: null });
   });
 
   it('SHUTDOWN acknowledges, then a non-PID-1 agent exits', async () => {
