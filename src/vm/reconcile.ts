@@ -7,7 +7,7 @@ export function reconcile(store: MachineStore, rec: MachineRecord): MachineRecor
   if ((rec.state === 'running' || rec.state === 'stopping') && !qemuAlive && !busy) {
     return mark(store, rec, 'QEMU exited unexpectedly');
   }
-  if ((rec.state === 'starting' || rec.state === 'creating') && !busy && !(rec.ephemeral && pidAlive(rec.ownerPid))) {
+  if ((rec.state === 'starting' || rec.state === 'creating') && !busy && !pidAlive(rec.state === 'creating' || rec.ephemeral ? rec.ownerPid : null)) {
     if (rec.state === 'creating') return mark(store, rec, 'smol was interrupted while creating the machine');
     if (!qemuAlive) return mark(store, rec, 'smol was interrupted while starting the machine');
   }
@@ -19,7 +19,10 @@ function mark(store: MachineStore, rec: MachineRecord, why: string): MachineReco
   return { ...rec, state: 'crashed', lastError: rec.lastError ?? why };
 }
 
-/** An ephemeral machine whose owning `smol run` died is garbage: nobody can reach it any more. */
+/**
+ * Garbage nobody can reach any more: an ephemeral machine whose owning `smol run` died, or a machine still
+ * 'creating' whose creator is gone (killed, or its cleanup failed, e.g. on a full disk).
+ */
 export function isOrphan(rec: MachineRecord): boolean {
-  return rec.ephemeral && !pidAlive(rec.ownerPid);
+  return (rec.ephemeral || rec.state === 'creating') && !pidAlive(rec.ownerPid);
 }

@@ -56,13 +56,14 @@ export class MachineService {
   async create(spec: Smolfile, o: CreateOptions = {}): Promise<MachineRecord> {
     const id = newMachineId();
     const name = o.name ?? `${o.ephemeral ? 'run' : 'vm'}-${id.slice(0, 6)}`;
-    const rec = this.store.insert({ id, name, state: 'creating', ephemeral: !!o.ephemeral, spec, imageId: null, ownerPid: o.ephemeral ? process.pid : null, parent: o.parent ?? null, generation: 0 });
+    const rec = this.store.insert({ id, name, state: 'creating', ephemeral: !!o.ephemeral, spec, imageId: null, ownerPid: process.pid, parent: o.parent ?? null, generation: 0 });
     const layout = this.layout(rec);
     try {
       fs.mkdirSync(layout.dir, { recursive: true });
       const diskless = this.isDiskless(rec);
       const { imageId } = diskless ? { imageId: 'default' } : await this.engine.prepareDisk(spec, layout, o.onProgress);
-      this.store.update(id, { state: 'stopped', imageId });
+      // a persistent machine is nobody's once made; until then its creator's pid marks it half-made (reconcile.ts)
+      this.store.update(id, { state: 'stopped', imageId, ...(o.ephemeral ? {} : { ownerPid: null }) });
       return this.store.get(id);
     } catch (err) {
       this.removeFiles(layout);
@@ -267,7 +268,10 @@ export class MachineService {
     }
   }
 
-  /** All machines, reconciled; ephemeral machines orphaned by a killed `smol run` are cleaned up on the way. */
+  /**
+   * All machines, reconciled. Orphans are cleaned up on the way: ephemeral machines of a killed `smol run`, and
+   * machines whose creator (`machine create`, `fork`) died or failed before they were made and could not remove them.
+   */
   async list(): Promise<MachineRecord[]> {
     const out: MachineRecord[] = [];
     for (const r of this.store.list()) {

@@ -69,7 +69,7 @@ export async function launchClone(svc: MachineService, ops: ForkOps, j: CloneJob
       release();
     }
     out.readyMs = performance.now() - j.pausedAt;
-    svc.store.update(rec.id, { state: 'running', booted: true, lastError: null });
+    svc.store.update(rec.id, { state: 'running', booted: true, lastError: null, ownerPid: null });
     out.ok = true;
     return out;
   } catch (err) {

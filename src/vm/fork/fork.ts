@@ -72,7 +72,7 @@ export async function forkMachine(svc: MachineService, nameOrId: string, o: Fork
     const ids = cloneEnv({ parent: parent.name, forkId, names, user: o.env ?? {} });
     for (const c of ids) {
       const rec = svc.store.insert({
-        id: newMachineId(), name: c.name, state: 'creating', ephemeral: false, imageId: parent.imageId, ownerPid: null,
+        id: newMachineId(), name: c.name, state: 'creating', ephemeral: false, imageId: parent.imageId, ownerPid: process.pid,
         spec: { ...parent.spec, env: { ...parent.spec.env, ...c.env } }, parent: parent.id, generation: parent.generation + 1,
       });
       clones.push({ rec, unlock: svc.store.lock(rec.id, 'fork', rec.name) });

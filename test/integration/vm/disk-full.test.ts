@@ -56,4 +56,26 @@ describe.skipIf(!canMount)('disk full in the data dir (tmpfs SMOL_HOME; skipped 
     expect((await smol(['machine', 'rm', '-f', 'w1'], { home })).code).toBe(0);
     expect(qemuProcessesMentioning(home)).toEqual([]);
   });
+
+  it('a fork into a full data dir fails with 73, registers no clone, leaves no fork files, and the parent runs on', async () => {
+    expect((await smol(['machine', 'create', 'f1'], { home })).code).toBe(0);
+    expect((await smol(['machine', 'start', 'f1', '--forkable'], { home })).code).toBe(0);
+    const shmBefore = fs.readdirSync('/dev/shm').filter((n) => n.startsWith('smol-fork-'));
+    fill(64);
+    const r = await smol(['fork', 'f1', '--count', '2'], { home });
+    unfill();
+    expect(r.code, r.stderr).toBe(73);
+    expect(r.stderr).toMatch(/no space left/i);
+    const ls = JSON.parse((await smol(['machine', 'ls', '--json'], { home })).stdout) as { name: string; state: string }[];
+    expect(ls.map((m) => [m.name, m.state]), r.stderr).toEqual([['f1', 'running']]);
+    expect(fs.readdirSync(path.join(home, 'machines'))).toHaveLength(1);
+    expect(fs.existsSync(path.join(home, 'forks')) ? fs.readdirSync(path.join(home, 'forks')) : []).toEqual([]);
+    expect(fs.readdirSync('/dev/shm').filter((n) => n.startsWith('smol-fork-'))).toEqual(shmBefore);
+    expect((await smol(['machine', 'exec', 'f1', '--', 'echo', 'parent ok'], { home })).stdout).toBe('parent ok\n');
+    // and with room again the same parent forks
+    const again = await smol(['fork', 'f1', '--json'], { home });
+    expect(again.code, again.stderr).toBe(0);
+    expect((await smol(['machine', 'rm', '-f', '--cascade', 'f1'], { home })).code).toBe(0);
+    expect(qemuProcessesMentioning(home)).toEqual([]);
+  });
 });
