@@ -63,7 +63,8 @@ export class Checkpointer {
   /** `onFailure` runs if the thread dies, so the caller can fall back to inline checkpoints. */
   constructor(dbPath: string, o: { intervalMs: number; minFrames: number; maxFrames: number }, onFailure: (err: Error) => void) {
     const module = createRequire(import.meta.url).resolve('better-sqlite3');
-    this.worker = new Worker(SOURCE, { eval: true, workerData: { module, path: dbPath, behind: this.behindFlag.buffer, ...o }, stdout: false, stderr: false });
+    // no inherited flags: a loader or --input-type=module (node -e) would not read this CommonJS
+    this.worker = new Worker(SOURCE, { eval: true, workerData: { module, path: dbPath, behind: this.behindFlag.buffer, ...o }, execArgv: [], stdout: false, stderr: false });
     this.worker.unref(); // never what keeps a process alive
     this.worker.on('error', (err) => { if (!this.stopped) onFailure(err); });
   }

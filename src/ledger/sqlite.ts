@@ -27,6 +27,11 @@ export interface SqliteLedgerOptions {
   synchronous?: 'normal' | 'full';
   /** 'background' (default): a thread checkpoints the WAL once this ledger writes; 'inline': SQLite's autocheckpoint in commits. */
   checkpoints?: 'background' | 'inline';
+  /**
+   * 'fifo' (default): contended writers queue across processes (sqlite-lock.ts), fairer but slower under
+   * heavy contention; 'poll' (also SMOL_LEDGER_LOCK=poll): retry only, as before (the benchmark's baseline).
+   */
+  lockQueue?: 'fifo' | 'poll';
 }
 
 type Row = Record<string, unknown>;
@@ -44,7 +49,7 @@ export class SqliteLedger implements Ledger {
     fs.mkdirSync(path.dirname(path.resolve(opts.path)), { recursive: true });
     this.clock = opts.clock ?? Date.now;
     this.db = new Database(opts.path, { timeout: opts.sqliteBusyTimeoutMs ?? 0 });
-    this.tx = new TxRunner(this.db, opts.busyBudgetMs ?? Number(process.env.SMOL_LEDGER_BUSY_MS ?? 60_000));
+    this.tx = new TxRunner(this.db, opts.busyBudgetMs ?? Number(process.env.SMOL_LEDGER_BUSY_MS ?? 60_000), { lockQueue: opts.lockQueue ?? (process.env.SMOL_LEDGER_LOCK === 'poll' ? 'poll' : 'fifo') });
     this.tx.retry('opening ledger', () => {
       this.db.pragma('journal_mode = WAL');
       this.db.pragma(`synchronous = ${opts.synchronous ?? 'normal'}`);
@@ -54,7 +59,11 @@ export class SqliteLedger implements Ledger {
       this.db.pragma('foreign_keys = ON');
     });
     this.migrate();
+    // a ledger that only reads (rollout ls, stats) starts no checkpointer
     if (opts.checkpoints !== 'inline' && !this.db.memory) this.tx.beforeFirstWrite = () => this.startCheckpointer();
+    // the write queue's thread starts now: by the first contended write it has joined (a cold one took
+    // 200+ ms with eight processes starting at once, during which their writers polled, unfairly)
+    this.tx.startQueue();
     this.st = this.prepare();
     this.reads = new SqliteReads(this.db, this.tx, this.clock);
   }
@@ -355,6 +364,7 @@ export class SqliteLedger implements Ledger {
     this.tx.beforeFirstWrite = null;
     this.tx.beforeWrite = null;
     await c?.stop();
+    await this.tx.close();
     if (this.db.open) this.db.close();
   }
 }
