@@ -102,7 +102,7 @@ export class VmStageRunner implements StageRunner {
       const res = this.o.warmMachine
         ? await this.inClone(this.o.warmMachine, `${name}-`, req, io, vm, deadline)
         : await runEphemeral(this.o.svc, this.o.spec, req, io, {
-          name, bootTimeoutMs: Math.max(1000, Math.min(r.timeoutMs, this.o.bootTimeoutMs ?? Infinity)),
+          name, bootTimeoutMs: Math.max(1000, Math.min(r.timeoutMs, this.o.bootTimeoutMs ?? Infinity)), signal: vm.signal,
         });
       if (stdout.overflowed) return { exitCode: null, signal: 'SIGXFSZ', output: Buffer.alloc(0), stderrTail: `output exceeds ${r.stage.limits.maxOutputBytes} bytes`, timedOut, aborted };
       return { exitCode: res.code, signal: res.signal, output: stdout.contents(), stderrTail: stderr.tail(), timedOut, aborted };
@@ -159,15 +159,19 @@ export class VmStageRunner implements StageRunner {
 }
 
 /**
- * The attempt's machine, so a deadline or cancel can kill its QEMU. Before the command has started the kill
- * waits for it: killing a throwaway machine while it restores its boot snapshot would make runEphemeral
- * discard a good snapshot and boot cold (the boot itself is bounded by bootTimeoutMs).
+ * The attempt's machine, so a deadline or cancel can kill its QEMU. A throwaway machine still booting is
+ * stopped through runEphemeral's signal (which keeps the boot snapshot); a clone is killed once its command
+ * has started, and forkOne stops before forking once killed.
  */
 class StageVm {
   private name: string | null = null;
   private running = false;
+  private readonly stop = new AbortController();
   killed = false;
   constructor(private readonly svc: MachineService) {}
+
+  /** Aborted by kill(): runEphemeral then kills the machine whatever it is doing. */
+  get signal(): AbortSignal { return this.stop.signal; }
 
   track(name: string): void { this.name = name; }
 
@@ -179,6 +183,7 @@ class StageVm {
   kill(): void {
     if (this.killed) return;
     this.killed = true;
+    this.stop.abort();
     if (this.running) this.terminate();
   }
 
