@@ -2,6 +2,7 @@
  * The only module that imports execa (DESIGN.md §7). Everything that starts a subprocess goes through here,
  * so timeouts, signal forwarding and error wording stay consistent.
  */
+import { spawnSync } from 'node:child_process';
 import { constants } from 'node:fs';
 import { access, stat } from 'node:fs/promises';
 import path from 'node:path';
@@ -57,6 +58,20 @@ export async function run(file: string, args: readonly string[], opts: RunOption
     }
     throw err;
   }
+}
+
+/**
+ * A short filter run to completion synchronously: `input` on stdin, stdout back as bytes (at most `maxBytes`).
+ * For code on a worker thread that answers synchronously (the CUDA session), where awaiting is not an option.
+ */
+export function filterSync(file: string, args: readonly string[], input: Buffer, o: { timeoutMs?: number; maxBytes?: number } = {}): Buffer {
+  const r = spawnSync(file, args, { input, timeout: o.timeoutMs ?? 10_000, maxBuffer: o.maxBytes ?? 64 << 20 });
+  if ((r.error as NodeJS.ErrnoException | undefined)?.code === 'ENOENT') {
+    throw new PrerequisiteError(`${file} not found`, { hint: 'Run `smol setup` (or `npm run setup`) to install prerequisites.' });
+  }
+  if (r.error) throw new SmolError(`${file} failed: ${r.error.message}`);
+  if (r.status !== 0) throw new SmolError(`${file} ${args.join(' ')} failed (exit ${r.status ?? r.signal}): ${r.stderr.toString().trim().split('\n').slice(-2).join(' ')}`);
+  return r.stdout;
 }
 
 export type Child = ResultPromise<Options>;

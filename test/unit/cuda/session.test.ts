@@ -4,6 +4,7 @@ import { OP, PROTO_HASH, PROTOCOL } from '../../../src/cuda/protocol/index.js';
 import { ProtocolViolation, Session, STAT } from '../../../src/cuda/daemon/session.js';
 import type { CudaDriver } from '../../../src/cuda/daemon/driver/cuda.js';
 import { fixture } from './params/known.js';
+import { fatbinEntries } from '../../../src/cuda/daemon/params/fatbin.js';
 
 function stubDriver(overrides: Record<string, unknown> = {}) {
   const calls: string[] = [];
@@ -151,12 +152,14 @@ describe('daemon session', () => {
       expect(none.logged).toEqual([]);
     });
 
-    it('unknown (all entries compressed): the lookup says why, and launches are refused, never guessed', () => {
+    it('unknown (every entry LZ4, which nothing here reads): the lookup says why, and launches are refused, never guessed', () => {
       const { s, calls, logged } = session(1 << 20, { cuFuncGetParamInfo: null });
-      const fn = lookup(s, fixture('compressed.fatbin'), 'mixed');
+      const fb = Buffer.from(fixture('compressed.fatbin'));
+      for (const e of fatbinEntries(fb)) fb.writeBigUInt64LE((fb.readBigUInt64LE(e.headerAt + 0x28) & ~0x8000n) | 0x2000n, e.headerAt + 0x28);
+      const fn = lookup(s, fb, 'mixed');
       expect(fn.status).toBe(0);
       expect(fn.outs[0]).toBe(0xffffffff);
-      expect(fn.blob!.toString('latin1', 0, fn.blobLen)).toMatch(/^kernel parameter layout failed: mixed: .*sm_90 cubin is compressed \(zstd\)/);
+      expect(fn.blob!.toString('latin1', 0, fn.blobLen)).toMatch(/^kernel parameter layout failed: mixed: .*sm_90 cubin is compressed \(lz4\)/);
       expect(logged[1]).toMatch(/^launches of mixed will fail with CUDA_ERROR_NOT_SUPPORTED: /);
       calls.length = 0;
       expect(s.dispatch(OP.LaunchKernel, [fid, 1, 1, 1, 32, 1, 1, 0, 0], Buffer.alloc(0))).toBeNull();

@@ -5,6 +5,7 @@
  * -compress-all.
  */
 import { GpuError } from '../../../errors/index.js';
+import { filterSync } from '../../../util/exec.js';
 import { LAYOUT_FAILED } from './types.js';
 
 export const FATBIN_MAGIC = 0xba55ed50;
@@ -20,9 +21,29 @@ export interface FatbinEntry {
   compression: 'lz4' | 'zstd' | null;
   /** The payload as stored (compressed bytes when `compression` is set). */
   data: Buffer;
+  /** Where the entry's header starts in the container (its flags are at +0x28). */
+  headerAt: number;
 }
 
 const bad = (why: string) => new GpuError(`${LAYOUT_FAILED}malformed fatbin: ${why}`);
+
+/** A cubin or PTX is a few MiB at most: a payload that inflates past this is refused, not read. */
+const MAX_INFLATED = 256 << 20;
+
+/**
+ * An entry's payload as the driver would see it. zstd payloads (CUDA 13's default for PTX) are standard zstd
+ * frames: Debian's `zstd`, which `smol setup` installs, inflates them (Node 20 has no zstd). LZ4 payloads
+ * (older toolkits) are raw blocks that no installed tool reads: refused with the reason.
+ */
+export function entryPayload(e: FatbinEntry, what: string): Buffer {
+  if (!e.compression) return e.data;
+  if (e.compression === 'lz4') throw new GpuError(`${LAYOUT_FAILED}${what} is compressed (lz4), which the daemon does not read`);
+  try {
+    return filterSync('zstd', ['-d', '-c', '-q'], e.data, { maxBytes: MAX_INFLATED });
+  } catch (err) {
+    throw new GpuError(`${LAYOUT_FAILED}${what} (zstd) does not decompress: ${(err as Error).message}`);
+  }
+}
 
 /** Lists a fatbin's entries. Throws GpuError when the container's own sizes do not add up. */
 export function fatbinEntries(buf: Buffer): FatbinEntry[] {
@@ -41,7 +62,7 @@ export function fatbinEntries(buf: Buffer): FatbinEntry[] {
     const length = compression && compressedSize > 0 && compressedSize <= stored ? compressedSize : stored;
     out.push({
       kind: kind === KIND.ptx ? 'ptx' : kind === KIND.elf ? 'elf' : 'other',
-      arch, compression, data: buf.subarray(p + headerSize, p + headerSize + length),
+      arch, compression, data: buf.subarray(p + headerSize, p + headerSize + length), headerAt: p,
     });
     p += headerSize + stored;
   }

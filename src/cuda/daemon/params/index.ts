@@ -5,14 +5,14 @@
  */
 import { GpuError } from '../../../errors/index.js';
 import { cubinParams } from './cubin.js';
-import { FATBIN_MAGIC, fatbinEntries, type FatbinEntry } from './fatbin.js';
+import { entryPayload, FATBIN_MAGIC, fatbinEntries, type FatbinEntry } from './fatbin.js';
 import { ptxParams } from './ptx.js';
 import { LAYOUT_FAILED, type ParamSlot } from './types.js';
 
 export type { ParamSlot } from './types.js';
 
 type Table = Map<string, ParamSlot[]>;
-interface Source { what: string; skipped?: string; parse?: () => Table; table?: Table; error?: string }
+interface Source { what: string; parse?: () => Table; table?: Table; error?: string }
 
 const ELF_MAGIC = 0x7f454c46;
 const text = (b: Buffer) => { const nul = b.indexOf(0); return b.toString('latin1', 0, nul < 0 ? b.length : nul); };
@@ -26,7 +26,6 @@ export class ImageParams {
   layout(kernel: string): ParamSlot[] {
     const problems: string[] = [];
     for (const s of (this.sources ??= this.list())) {
-      if (s.skipped) { problems.push(`${s.what} ${s.skipped}`); continue; }
       if (!s.table && s.error === undefined) {
         try { s.table = s.parse!(); } catch (err) {
           if (!(err instanceof GpuError)) throw err;
@@ -38,9 +37,9 @@ export class ImageParams {
       if (slots) return slots;
     }
     const why = problems.length
-      ? `not in a readable part of the image (${problems.join('; ')}); the daemon reads uncompressed entries only`
+      ? `not in a readable part of the image (${problems.join('; ')})`
       : 'the image has no kernel of that name';
-    throw new GpuError(`${LAYOUT_FAILED}${kernel}: ${why}`, { hint: 'Use a driver with cuFuncGetParamInfo (CUDA 12.4 or later), or build with nvcc --no-compress.' });
+    throw new GpuError(`${LAYOUT_FAILED}${kernel}: ${why}`, { hint: 'Use a driver with cuFuncGetParamInfo (CUDA 12.4 or later), or build without LZ4 compression (nvcc --no-compress).' });
   }
 
   private list(): Source[] {
@@ -60,8 +59,7 @@ export class ImageParams {
       .sort((a, b) => rank(a) - rank(b) || b.arch - a.arch)
       .map((e) => {
         const what = e.kind === 'elf' ? `sm_${e.arch} cubin` : `compute_${e.arch} PTX`;
-        if (e.compression) return { what, skipped: `is compressed (${e.compression})` };
-        return { what, parse: () => (e.kind === 'elf' ? cubinParams(e.data) : ptxParams(text(e.data))) };
+        return { what, parse: () => { const data = entryPayload(e, what); return e.kind === 'elf' ? cubinParams(data) : ptxParams(text(data)); } };
       });
   }
 }
