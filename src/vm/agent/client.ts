@@ -26,7 +26,7 @@ export interface ConnectOptions {
   window?: number;
   /** Used in error messages, e.g. the machine name. */
   name?: string;
-  /** How often an unanswered HELLO is sent again (default 1 s). */
+  /** The longest wait before an unanswered HELLO is sent again (default 1 s; the first resends come sooner). */
   helloRetryMs?: number;
 }
 
@@ -102,16 +102,22 @@ export class AgentClient {
       }, timeoutMs);
     });
     const closed = quiet(client.closed.then((e) => Promise.reject(e)));
-    // Resent every second: on a serial port a HELLO can be swallowed by a stale partial frame from an
-    // earlier host; the agent then resyncs on the next one. Only the answer to the latest counts.
+    // Resent after 25, 50, 100 … ms, then every helloRetryMs: on a serial port a HELLO can be swallowed by a
+    // stale partial frame from an earlier host, and about one connect in 30 to an idle port loses its first
+    // HELLO outright (measured: the agent never reads it). Only the answer to the latest counts.
+    const cap = opts.helloRetryMs ?? 1000;
+    let retry: NodeJS.Timeout | undefined;
+    const resend = (delay: number) => {
+      retry = setTimeout(() => { client.sendHello(); resend(Math.min(delay * 2, cap)); }, delay);
+    };
     client.sendHello();
-    const retry = setInterval(() => client.sendHello(), opts.helloRetryMs ?? 1000);
+    resend(Math.min(25, cap));
     try {
       client.hello = await Promise.race([hello, timeout, closed]);
       return client;
     } finally {
       clearTimeout(timer);
-      clearInterval(retry);
+      clearTimeout(retry);
     }
   }
 

@@ -93,6 +93,12 @@ describe('a misbehaving guest', () => {
     expect(client.hello.nonce).toBeGreaterThanOrEqual(3);
   });
 
+  it('resends a lost first HELLO at once, not only after the 1 s retry period', async () => {
+    // an idle serial port loses about one first HELLO in 30; the first resend comes after 25 ms
+    const client = await fakeGuest(() => undefined, { timeoutMs: 500, answer: (nonce, sock) => void (nonce >= 2 && sock.write(hello(nonce))) });
+    expect(client.hello.nonce).toBe(2);
+  });
+
   it('ignores late answers to HELLOs it has since resent', async () => {
     const client = await fakeGuest(
       (sock, first) =>
