@@ -4,7 +4,6 @@ import fs from 'node:fs';
 import { run } from '../../util/exec.js';
 import { mapFsError } from '../../errors/index.js';
 import type { GuestChannel } from '../engine.js';
-import type { ForkPointRecord } from '../registry/fork-points.js';
 import type { MachineRecord } from '../registry/machines.js';
 import type { MachineService } from '../service.js';
 import { identifyAndRelease } from './guest.js';
@@ -29,11 +28,13 @@ export interface CloneJob {
   rec: MachineRecord;
   index: number;
   env: Record<string, string>;
-  fp: ForkPointRecord;
+  /** The memory template the clone maps copy-on-write; it may still be filled in after the launch. */
+  memFile: string;
+  /** The parent's current overlay, frozen by the capture: the clone's backing file. */
+  frozenDisk: string | null;
   /** The agent port the forking smol held in the parent: no guest session was inherited on it. */
   port: number;
   diskSize: number | null;
-  pausedAt: number;
   restoreTimeoutMs: number;
 }
 
@@ -43,29 +44,56 @@ export async function createCloneDisk(frozen: string, overlay: string, size: num
     .catch((e) => { throw mapFsError(e, `creating overlay ${overlay}`); });
 }
 
-export async function launchClone(svc: MachineService, ops: ForkOps, j: CloneJob): Promise<CloneOutcome> {
+/**
+ * Starts the clone's QEMU waiting for its state, before the parent pauses: QEMU's start-up (~50 ms under TCG)
+ * and the overlay are then off the fork's critical path. Safe because QEMU with `-incoming defer` neither
+ * touches guest RAM (the template may be rewritten under it until the state loads) nor activates its disks:
+ * they are opened inactive, and activation re-reads the qcow2 metadata that the parent wrote meanwhile.
+ */
+export async function prelaunchClone(svc: MachineService, j: CloneJob): Promise<CloneOutcome> {
   const { rec } = j;
   const layout = svc.layout(rec);
   const out: CloneOutcome = { name: rec.name, id: rec.id, index: j.index, ok: false, pid: null };
   try {
     fs.mkdirSync(layout.dir, { recursive: true });
     fs.mkdirSync(layout.runDir, { recursive: true });
-    if (j.fp.frozenDisk && j.diskSize) await createCloneDisk(j.fp.frozenDisk, layout.disk, j.diskSize);
-    svc.store.update(rec.id, { state: 'starting' });
-    const pid = await svc.engine.launch(rec.spec, layout, { diskless: false, forkable: false, clone: { memFile: j.fp.memFile } });
+    if (j.frozenDisk && j.diskSize) await createCloneDisk(j.frozenDisk, layout.disk, j.diskSize);
+    // still 'creating' (with our pid as owner): a smol killed before the state loads leaves an orphan that the
+    // next `smol machine ls` removes, QEMU included
+    const pid = await svc.engine.launch(rec.spec, layout, { diskless: false, forkable: false, clone: { memFile: j.memFile } });
     out.pid = pid;
     svc.store.update(rec.id, { pid, startedAt: Date.now() });
-    injectFault(j.index, pid);
-    await ops.restore(layout, j.fp.stateFile, j.restoreTimeoutMs);
-    out.runningMs = performance.now() - j.pausedAt;
+    out.ok = true;
+  } catch (err) {
+    out.error = (err as Error).message;
+  }
+  return out;
+}
+
+/** Loads the fork state into a prelaunched clone, then gives it its identity and releases its waiters. */
+export async function startClone(svc: MachineService, ops: ForkOps, j: CloneJob & { stateFile: string; pausedAt: number }, pre: CloneOutcome): Promise<CloneOutcome> {
+  const { rec } = j;
+  const layout = svc.layout(rec);
+  const out: CloneOutcome = { ...pre, ok: false };
+  if (!pre.ok) return out;
+  try {
+    svc.store.update(rec.id, { state: 'starting' });
+    injectFault(j.index, pre.pid!);
     const release = svc.store.lock(`${rec.id}#p${j.port}`, 'fork', rec.name);
+    // Connected before the state loads, the port matches the saved one (the forking smol held it open), so the
+    // guest sees no hang-up and no new host: our HELLO waits in the socket and is the first thing it reads.
+    const connecting = svc.engine.connect(layout, j.port, j.restoreTimeoutMs);
+    connecting.catch(() => undefined); // awaited below, unless the restore fails first
     let ch: GuestChannel | undefined;
     try {
-      ch = await svc.engine.connect(layout, j.port, j.restoreTimeoutMs);
+      await ops.restore(layout, j.stateFile, j.restoreTimeoutMs);
+      out.runningMs = performance.now() - j.pausedAt;
+      ch = await connecting;
       // no VMGENID in the guest kernel: every clone starts with the parent's RNG state until reseeded here
       out.released = await identifyAndRelease(ch, { hostname: rec.name, machineId: crypto.randomBytes(16).toString('hex'), entropy: crypto.randomBytes(64), timeMs: Date.now() }, j.env);
     } finally {
-      ch?.close();
+      if (ch) ch.close();
+      else connecting.then((c) => c.close(), () => undefined);
       release();
     }
     out.readyMs = performance.now() - j.pausedAt;

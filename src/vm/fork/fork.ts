@@ -11,7 +11,7 @@ import { ForkPointStore, type ForkPointRecord } from '../registry/fork-points.js
 import { newMachineId, type MachineRecord } from '../registry/machines.js';
 import type { MachineService } from '../service.js';
 import { forkDir, forkMemFile, removeForkFiles } from './cleanup.js';
-import { createCloneDisk, launchClone, type CloneOutcome } from './clone.js';
+import { createCloneDisk, prelaunchClone, startClone, type CloneJob, type CloneOutcome } from './clone.js';
 import { identifyAndRelease, waitForReady } from './guest.js';
 import { assertCompatible } from './identity.js';
 import { cloneEnv, cloneNames, parentEnv } from './plan.js';
@@ -34,6 +34,8 @@ export interface ForkResult {
   forkId: string;
   parent: string;
   held: boolean;
+  /** ms from the call to the parent's pause (inspection, overlays, clone VMMs started). */
+  prePauseMs: number;
   pausedMs: number;
   stateBytes: number;
   /** 'shared': device state only, clones share the template; 'private': the state carries the RAM (forking a clone). */
@@ -89,8 +91,20 @@ export async function forkMachine(svc: MachineService, nameOrId: string, o: Fork
     // a clone's RAM is private, so its state carries the RAM and clones start from an empty (sparse) template
     const shared = insp.memory === 'shared';
     const memFile = shared && o.hold ? layout.memFile : forkMemFile(forkId);
-    if (!shared) fs.writeFileSync(memFile, '');
-    if (!shared) fs.truncateSync(memFile, insp.vm.memoryMiB * 2 ** 20);
+    // the clones map it from their launch on; a copy of the parent's RAM replaces its (unread) holes in the pause
+    if (memFile !== layout.memFile) {
+      fs.writeFileSync(memFile, '');
+      fs.truncateSync(memFile, insp.vm.memoryMiB * 2 ** 20);
+    }
+    const { ch: pch, port } = parentCh;
+    const jobs: CloneJob[] = clones.map((c, i) => ({
+      rec: c.rec, index: ids[i].index, env: ids[i].env, memFile, frozenDisk: insp.diskFile, port, diskSize: insp.diskSize, restoreTimeoutMs: o.restoreTimeoutMs ?? 30_000,
+    }));
+    o.onProgress?.(`starting ${jobs.length} clone VMM${jobs.length > 1 ? 's' : ''}`);
+    const pre = await Promise.all(jobs.map((j) => prelaunchClone(svc, j)));
+    if (!pre.some((c) => c.ok)) {
+      throw new ForkError(`fork of "${parent.name}" failed: no clone could be started (${pre[0]?.error ?? 'unknown error'}); the parent was not paused`, { where: parent.name });
+    }
     o.onProgress?.(`forking ${parent.name}`);
     const pausedAt = performance.now();
     let moved = false;
@@ -101,21 +115,22 @@ export async function forkMachine(svc: MachineService, nameOrId: string, o: Fork
       if (!moved) fs.rmSync(nextDisk, { force: true });
       throw err;
     });
+    if (cap.frozenDisk !== insp.diskFile) {
+      // cannot happen under the fork lock; the clones would sit on the wrong backing file
+      throw new ForkError(`fork of "${parent.name}" failed: its disk changed from ${insp.diskFile} to ${cap.frozenDisk} during the fork`, { where: parent.name });
+    }
     fp = new ForkPointStore(svc.store.db).insert({
       id: forkId, machine: parent.id, frozenDisk: cap.frozenDisk, memFile, memOwned: memFile !== layout.memFile, stateFile: path.join(dir, 'state'), vm: insp.vm,
     }, clones.map((c) => c.rec.id));
-    const { ch: pch, port } = parentCh;
     const parentRelease = o.hold ? Promise.resolve(0) : identifyAndRelease(pch, null, parentEnv(parent.name, forkId, names.length)).catch(() => 0);
-    const outcomes = await Promise.all(clones.map((c, i) => launchClone(svc, ops, {
-      rec: c.rec, index: ids[i].index, env: ids[i].env, fp: fp!, port, diskSize: insp.diskSize, pausedAt, restoreTimeoutMs: o.restoreTimeoutMs ?? 30_000,
-    })));
+    const outcomes = await Promise.all(jobs.map((j, i) => startClone(svc, ops, { ...j, stateFile: fp!.stateFile, pausedAt }, pre[i])));
     const parentReleased = await parentRelease;
     await discardFailed(svc, clones, outcomes);
     if (!outcomes.some((c) => c.ok)) {
       throw new ForkError(`fork of "${parent.name}" failed: no clone started (${outcomes[0]?.error ?? 'unknown error'})`, { where: parent.name });
     }
     return {
-      forkId, parent: parent.name, held: !!o.hold, pausedMs: cap.pausedMs, stateBytes: cap.stateBytes, memory: shared ? 'shared' : 'private',
+      forkId, parent: parent.name, held: !!o.hold, prePauseMs: pausedAt - t0, pausedMs: cap.pausedMs, stateBytes: cap.stateBytes, memory: shared ? 'shared' : 'private',
       steps: cap.steps, parentReleased, clones: outcomes, totalMs: performance.now() - t0,
     };
   } catch (err) {

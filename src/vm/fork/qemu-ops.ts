@@ -42,7 +42,7 @@ export function createQemuForkOps(getBackend: () => Promise<VmBackend>): ForkOps
         const root = (await qmp.execute<BlockInfo[]>('query-block')).find((b) => b.device === ROOT_DEVICE)?.inserted;
         return {
           vm: { qemu: v ? `${v.major}.${v.minor}.${v.micro}` : 'unknown', accel: kvm.enabled ? 'kvm' : 'tcg', cpu: cpuType.replace(/-x86_64-cpu$/, ''), memoryMiB: Math.round(mem['base-memory'] / 2 ** 20) },
-          memory, running: status.running, diskDevice: root ? ROOT_DEVICE : null, diskSize: root?.image['virtual-size'] ?? null,
+          memory, running: status.running, diskDevice: root ? ROOT_DEVICE : null, diskSize: root?.image['virtual-size'] ?? null, diskFile: root?.file ?? null,
         };
       } finally {
         qmp.close();

@@ -13,7 +13,15 @@ export type MemoryMode =
   /** Anonymous memory: the machine was not started forkable. */
   | 'none';
 
-export interface Inspection { vm: VmIdentity; memory: MemoryMode; running: boolean; diskDevice: string | null; diskSize: number | null }
+export interface Inspection {
+  vm: VmIdentity;
+  memory: MemoryMode;
+  running: boolean;
+  diskDevice: string | null;
+  diskSize: number | null;
+  /** The root disk's current top file: what the capture freezes. */
+  diskFile: string | null;
+}
 
 export interface CaptureRequest {
   /** Where the device state goes. */

@@ -104,6 +104,18 @@ describe('smol fork (real QEMU)', () => {
     expect((await status('p-1-1')).generation).toBe(2);
   });
 
+  it('clones launched before the pause read back from disk exactly what the parent wrote up to it', async () => {
+    // the clone's QEMU opens the parent's overlay while the parent still writes to it: a writer keeps
+    // allocating clusters across that window, and the clone compares what it cached with what its disk holds
+    await sh('p', 'mkdir -p /root/w; (i=0; while :; do dd if=/dev/urandom of=/root/w/$i bs=64k count=4 conv=fsync 2>/dev/null; i=$((i+1)); done) </dev/null >/dev/null 2>&1 & echo $! > /root/w.pid; sleep 1');
+    const r = await smol(['fork', 'p', '--name-prefix', 'w', '--json'], { home });
+    expect(r.code, r.stderr).toBe(0);
+    await sh('p', 'kill $(cat /root/w.pid)');
+    const check = 'kill $(cat /root/w.pid); sleep 0.2; sync; md5sum /root/w/* > /tmp/cached; echo 3 > /proc/sys/vm/drop_caches; md5sum /root/w/* > /tmp/disk; cmp /tmp/cached /tmp/disk && wc -l < /tmp/disk';
+    expect(Number(await sh('w1', check))).toBeGreaterThan(2);
+    expect((await smol(['machine', 'rm', '--force', 'w1'], { home })).code).toBe(0);
+  });
+
   it('with --hold leaves the parent paused and its own memory file as the template', async () => {
     const r = await smol(['fork', 'p', '--hold', '--name-prefix', 'h', '--json'], { home });
     expect(r.code, r.stderr).toBe(0);
