@@ -87,7 +87,6 @@ export async function forkMachine(svc: MachineService, nameOrId: string, o: Fork
     const dir = forkDir(svc.home, forkId);
     fs.mkdirSync(dir, { recursive: true });
     const nextDisk = path.join(layout.dir, `disk-${forkId}.qcow2`);
-    await createCloneDisk(layout.disk, nextDisk, insp.diskSize);
     // a clone's RAM is private, so its state carries the RAM and clones start from an empty (sparse) template
     const shared = insp.memory === 'shared';
     const memFile = shared && o.hold ? layout.memFile : forkMemFile(forkId);
@@ -101,7 +100,7 @@ export async function forkMachine(svc: MachineService, nameOrId: string, o: Fork
       rec: c.rec, index: ids[i].index, env: ids[i].env, memFile, frozenDisk: insp.diskFile, port, diskSize: insp.diskSize, restoreTimeoutMs: o.restoreTimeoutMs ?? 30_000,
     }));
     o.onProgress?.(`starting ${jobs.length} clone VMM${jobs.length > 1 ? 's' : ''}`);
-    const pre = await Promise.all(jobs.map((j) => prelaunchClone(svc, j)));
+    const [pre] = await Promise.all([Promise.all(jobs.map((j) => prelaunchClone(svc, j))), createCloneDisk(layout.disk, nextDisk, insp.diskSize)]);
     if (!pre.some((c) => c.ok)) {
       throw new ForkError(`fork of "${parent.name}" failed: no clone could be started (${pre[0]?.error ?? 'unknown error'}); the parent was not paused`, { where: parent.name });
     }
