@@ -72,6 +72,14 @@ describe('smol fork (real QEMU)', () => {
 
     const ls = json((await smol(['machine', 'ls', '--json'], { home })).stdout);
     expect(ls.map((m: { name: string; parent: string | null; generation: number }) => [m.name, m.parent, m.generation])).toEqual([['p', null, 0], ['p-1', 'p', 1], ['p-2', 'p', 1]]);
+    // accounting: the two clones share their template's pages, so each one's PSS is well under its RSS, and
+    // their disks are thin overlays over the parent's frozen one
+    const c1u = (await status('p-1')).usage;
+    expect(c1u.memory.sharedMiB).toBeGreaterThan(1);
+    expect(c1u.memory.pssMiB).toBeLessThan(c1u.memory.rssMiB);
+    expect(c1u.disk.chain).toHaveLength(3); // own overlay → p's frozen overlay → image base
+    expect(c1u.disk.privateBytes).toBeLessThan(c1u.disk.sharedBytes);
+    expect((await smol(['machine', 'ls'], { home })).stdout).toMatch(/PSS[\s\S]*DISK/);
   });
 
   it('refuses a colliding --name-prefix before pausing anything', async () => {

@@ -1,7 +1,7 @@
 import type { Command } from 'commander';
 import chalk from 'chalk';
 import { machineService } from '../../context.js';
-import { formatDuration, printJson, printTable } from '../../output.js';
+import { formatBytes, formatDuration, printJson, printTable } from '../../output.js';
 import { machineView } from './view.js';
 
 const color = (s: string) => (s === 'running' ? chalk.green(s) : s === 'crashed' ? chalk.red(s) : s);
@@ -16,8 +16,9 @@ export function register(parent: Command): void {
       const views = (await svc.list()).map((r) => machineView(svc, r));
       if (opts.json) return printJson(views);
       if (!views.length) return void process.stdout.write('no machines (create one: smol machine create NAME)\n');
-      printTable(['NAME', 'STATE', 'IMAGE', 'CPUS', 'MEM', 'PARENT', 'GEN', 'UP'], views.map((v) => [
+      printTable(['NAME', 'STATE', 'IMAGE', 'CPUS', 'MEM', 'PSS', 'DISK', 'PARENT', 'GEN', 'UP'], views.map((v) => [
         v.name, color(v.state), v.image === 'default' ? 'default' : v.image.split('/').pop(), v.cpus, `${v.memoryMiB}M`,
+        v.usage.memory ? `${Math.round(v.usage.memory.pssMiB)}M` : null, v.usage.disk ? formatBytes(v.usage.disk.privateBytes) : null,
         v.parent, v.generation, v.state === 'running' && v.startedAt ? formatDuration(Date.now() - Date.parse(v.startedAt)) : null,
       ]));
     });

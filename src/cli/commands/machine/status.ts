@@ -1,6 +1,6 @@
 import type { Command } from 'commander';
 import { machineService } from '../../context.js';
-import { printJson } from '../../output.js';
+import { formatBytes, printJson } from '../../output.js';
 import { machineView } from './view.js';
 
 export function register(parent: Command): void {
@@ -12,6 +12,11 @@ export function register(parent: Command): void {
       const svc = machineService();
       const v = machineView(svc, svc.refresh(svc.store.get(name)));
       if (opts.json) return printJson(v);
-      for (const [k, val] of Object.entries(v)) process.stdout.write(`${k.padEnd(12)} ${val ?? '-'}\n`);
+      const { usage, ...rest } = v;
+      for (const [k, val] of Object.entries(rest)) process.stdout.write(`${k.padEnd(12)} ${val ?? '-'}\n`);
+      const m = usage.memory;
+      process.stdout.write(`${'memory'.padEnd(12)} ${m ? `PSS ${m.pssMiB} MiB (own ${m.privateMiB}, shared ${m.sharedMiB}, RSS ${m.rssMiB})` : '-'}\n`);
+      const d = usage.disk;
+      process.stdout.write(`${'disk'.padEnd(12)} ${d ? `own ${formatBytes(d.privateBytes)}, shared ${formatBytes(d.sharedBytes)} in ${d.chain.length - 1} backing file${d.chain.length === 2 ? '' : 's'}` : '-'}\n`);
     });
 }

@@ -1,6 +1,7 @@
 /** The public shape of a machine in `ls`/`status` output (stable for --json consumers). */
 import type { MachineRecord } from '../../../vm/registry/machines.js';
 import type { MachineService } from '../../../vm/service.js';
+import { diskUsage, memoryUsage } from '../../../vm/usage.js';
 
 export function machineView(svc: MachineService, r: MachineRecord) {
   const layout = svc.layout(r);
@@ -10,5 +11,7 @@ export function machineView(svc: MachineService, r: MachineRecord) {
     pid: r.state === 'running' ? r.pid : null, parent: r.parent ? svc.store.find(r.parent)?.name ?? r.parent : null, generation: r.generation, forkPoint: r.forkPoint,
     createdAt: new Date(r.createdAt).toISOString(), startedAt: r.startedAt ? new Date(r.startedAt).toISOString() : null,
     lastError: r.lastError, dir: layout.dir, consoleLog: layout.consoleLog,
+    // shared vs own: a clone's RSS counts the fork template it shares, its PSS divides it among the family
+    usage: { memory: r.state === 'running' ? memoryUsage(r.pid) : null, disk: diskUsage(layout.disk) },
   };
 }
