@@ -38,7 +38,8 @@ expected=$(( 200000 * 200001 / 2 ))
 echo "sum over $COUNT clones: $total (expected $expected)"
 [ "$total" = "$expected" ]
 
-# 5. remove the family (clones first, then the parent), with their disks and memory templates
+# 5. what each clone costs (PSS: its share of the template; DISK: its own overlay; details in
+#    `smol machine status NAME`), then remove the family (clones first), with disks and memory templates
 "$smol" machine ls
 "$smol" machine rm --force --cascade "$P"
 trap - EXIT
