@@ -54,3 +54,15 @@ export function shmHasRoom(memoryMiB: number, shm = '/dev/shm'): boolean {
     return false;
   }
 }
+
+/** The QEMU that QEMU's own pidfile names, if it is still this machine's (a recycled pid is not). */
+export function strayQemuPid(layout: Pick<MachineLayout, 'pidFile' | 'dir'>): number | null {
+  try {
+    const pid = Number.parseInt(fs.readFileSync(layout.pidFile, 'utf8'), 10);
+    if (!(pid > 0)) return null;
+    process.kill(pid, 0);
+    return fs.readFileSync(`/proc/${pid}/cmdline`, 'utf8').includes(layout.dir) ? pid : null;
+  } catch {
+    return null;
+  }
+}

@@ -9,10 +9,11 @@ import path from 'node:path';
 import { BootError, ConflictError, GuestChannelError, PrerequisiteError, SmolError, mapFsError } from '../errors/index.js';
 import type { Smolfile } from '../smolfile/schema.js';
 import type { Engine, GuestChannel, Progress } from './engine.js';
-import { machineLayout, shmHasRoom, AGENT_PORTS, type MachineLayout } from './layout.js';
+import { machineLayout, shmHasRoom, strayQemuPid, AGENT_PORTS, type MachineLayout } from './layout.js';
 import { MachineStore, newMachineId, pidAlive, type MachineRecord } from './registry/machines.js';
 import { isOrphan, reconcile } from './reconcile.js';
 import { installForkHelper } from './fork/guest.js';
+import { discardSpare, startSpare } from './fork/spare.js';
 import { releaseForkPoints } from './fork/cleanup.js';
 import { resumePlanFile } from './boot-files.js';
 
@@ -120,6 +121,7 @@ export class MachineService {
       }
       this.store.update(rec.id, { state: 'running', booted: true });
       rec = this.store.get(rec.id);
+      if (forkable && o.forkHelper !== false && !this.isDiskless(rec)) await this.prepareSpare(rec, layout);
       if (o.keepChannel) return { ...rec, channel: { ch, release } };
       ch.close();
       release();
@@ -222,6 +224,12 @@ export class MachineService {
     }
   }
 
+  /** A clone VMM waiting for this machine's first fork (fork/spare.ts); without one a fork just starts its own. */
+  private async prepareSpare(rec: MachineRecord, layout: MachineLayout): Promise<void> {
+    const insp = await this.engine.fork?.inspect(layout).catch(() => null);
+    if (insp?.memory === 'shared' && insp.diskFile && insp.diskSize) await startSpare(this, rec, insp.diskFile, insp.diskSize);
+  }
+
   /** Power the guest off cleanly (so its disk is consistent), or kill QEMU when graceMs is 0. */
   private async halt(rec: MachineRecord, graceMs: number): Promise<void> {
     const layout = this.layout(rec);
@@ -244,6 +252,7 @@ export class MachineService {
     }
     if (rec.pid) await this.engine.terminate(rec.pid, layout, graceMs);
     fs.rmSync(layout.runDir, { recursive: true, force: true });
+    await discardSpare(this, rec).catch(() => undefined);
   }
 
   /** With cascade, clones (and theirs) go first; without it a machine with clones is refused (their disks sit on its). */
@@ -297,16 +306,5 @@ export class MachineService {
         throw new SmolError(`removing ${p} failed: ${(err as Error).message}`);
       }
     }
-  }
-}
-
-/** The QEMU that QEMU's own pidfile names, if it is still this machine's (a recycled pid is not). */
-function strayQemuPid(layout: MachineLayout): number | null {
-  try {
-    const pid = Number.parseInt(fs.readFileSync(layout.pidFile, 'utf8'), 10);
-    if (!(pid > 0) || !pidAlive(pid)) return null;
-    return fs.readFileSync(`/proc/${pid}/cmdline`, 'utf8').includes(layout.dir) ? pid : null;
-  } catch {
-    return null;
   }
 }

@@ -22,6 +22,8 @@ export interface CloneOutcome {
   readyMs?: number;
   /** smol-fork-ready callers woken in the clone. */
   released?: number;
+  /** Its QEMU was the parent's warm spare, started before this fork was asked for. */
+  fromSpare?: boolean;
 }
 
 export interface CloneJob {

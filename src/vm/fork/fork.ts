@@ -15,6 +15,7 @@ import { createCloneDisk, prelaunchClone, startClone, type CloneJob, type CloneO
 import { identifyAndRelease, waitForReady } from './guest.js';
 import { assertCompatible } from './identity.js';
 import { cloneEnv, cloneNames, parentEnv } from './plan.js';
+import { discardSpare, startSpare, takeSpare, type Spare } from './spare.js';
 
 export interface ForkOptions {
   count?: number;
@@ -42,6 +43,8 @@ export interface ForkResult {
   memory: 'shared' | 'private';
   steps: Record<string, number>;
   parentReleased: number;
+  /** ms spent after the clones were ready starting the parent's spare for its next fork (null: none started). */
+  nextSpareMs: number | null;
   clones: CloneOutcome[];
   totalMs: number;
 }
@@ -59,7 +62,7 @@ export async function forkMachine(svc: MachineService, nameOrId: string, o: Fork
   const clones: { rec: MachineRecord; unlock: () => void }[] = [];
   let parentCh: { ch: GuestChannel; port: number; release: () => void } | undefined;
   let fp: ForkPointRecord | undefined;
-  const forkId = newMachineId();
+  let forkId = newMachineId();
   try {
     const layout = svc.layout(parent);
     const insp = await ops.inspect(layout);
@@ -71,10 +74,16 @@ export async function forkMachine(svc: MachineService, nameOrId: string, o: Fork
     }
     if (!insp.diskDevice || !insp.diskSize) throw new ForkError(`fork failed: machine "${parent.name}" has no root disk (diskless machines cannot be forked)`, { where: parent.name });
     assertCompatible(insp.vm, await ops.identity(insp.vm.memoryMiB), `fork of "${parent.name}"`);
+    // a held parent's clones map its own memory file, which no spare maps; a clone parent has no spares
+    const shared = insp.memory === 'shared';
+    let spare: Spare | null = null;
+    if (shared && !o.hold) spare = await takeSpare(svc, parent, insp.diskFile);
+    else await discardSpare(svc, parent);
+    if (spare) forkId = spare.forkId;
     const ids = cloneEnv({ parent: parent.name, forkId, names, user: o.env ?? {} });
     for (const c of ids) {
       const rec = svc.store.insert({
-        id: newMachineId(), name: c.name, state: 'creating', ephemeral: false, imageId: parent.imageId, ownerPid: process.pid,
+        id: spare && c === ids[0] ? spare.id : newMachineId(), name: c.name, state: 'creating', ephemeral: false, imageId: parent.imageId, ownerPid: process.pid,
         spec: { ...parent.spec, env: { ...parent.spec.env, ...c.env } }, parent: parent.id, generation: parent.generation + 1,
       });
       clones.push({ rec, unlock: svc.store.lock(rec.id, 'fork', rec.name) });
@@ -88,7 +97,6 @@ export async function forkMachine(svc: MachineService, nameOrId: string, o: Fork
     fs.mkdirSync(dir, { recursive: true });
     const nextDisk = path.join(layout.dir, `disk-${forkId}.qcow2`);
     // a clone's RAM is private, so its state carries the RAM and clones start from an empty (sparse) template
-    const shared = insp.memory === 'shared';
     const memFile = shared && o.hold ? layout.memFile : forkMemFile(forkId);
     // the clones map it from their launch on; a copy of the parent's RAM replaces its (unread) holes in the pause
     if (memFile !== layout.memFile) {
@@ -100,7 +108,12 @@ export async function forkMachine(svc: MachineService, nameOrId: string, o: Fork
       rec: c.rec, index: ids[i].index, env: ids[i].env, memFile, frozenDisk: insp.diskFile, port, diskSize: insp.diskSize, restoreTimeoutMs: o.restoreTimeoutMs ?? 30_000,
     }));
     o.onProgress?.(`starting ${jobs.length} clone VMM${jobs.length > 1 ? 's' : ''}`);
-    const [pre] = await Promise.all([Promise.all(jobs.map((j) => prelaunchClone(svc, j))), createCloneDisk(layout.disk, nextDisk, insp.diskSize)]);
+    const adopt = async (j: CloneJob, pid: number): Promise<CloneOutcome> => {
+      svc.store.update(j.rec.id, { pid, startedAt: Date.now() });
+      return { name: j.rec.name, id: j.rec.id, index: j.index, ok: true, pid, fromSpare: true };
+    };
+    const launches = jobs.map((j, i) => (i === 0 && spare?.pid ? adopt(j, spare.pid) : prelaunchClone(svc, j)));
+    const [pre] = await Promise.all([Promise.all(launches), createCloneDisk(layout.disk, nextDisk, insp.diskSize)]);
     if (!pre.some((c) => c.ok)) {
       throw new ForkError(`fork of "${parent.name}" failed: no clone could be started (${pre[0]?.error ?? 'unknown error'}); the parent was not paused`, { where: parent.name });
     }
@@ -128,8 +141,14 @@ export async function forkMachine(svc: MachineService, nameOrId: string, o: Fork
     if (!outcomes.some((c) => c.ok)) {
       throw new ForkError(`fork of "${parent.name}" failed: no clone started (${outcomes[0]?.error ?? 'unknown error'})`, { where: parent.name });
     }
+    let nextSpareMs: number | null = null;
+    if (shared && !o.hold) {
+      const t = performance.now();
+      await startSpare(svc, parent, nextDisk, insp.diskSize);
+      nextSpareMs = performance.now() - t;
+    }
     return {
-      forkId, parent: parent.name, held: !!o.hold, prePauseMs: pausedAt - t0, pausedMs: cap.pausedMs, stateBytes: cap.stateBytes, memory: shared ? 'shared' : 'private',
+      nextSpareMs, forkId, parent: parent.name, held: !!o.hold, prePauseMs: pausedAt - t0, pausedMs: cap.pausedMs, stateBytes: cap.stateBytes, memory: shared ? 'shared' : 'private',
       steps: cap.steps, parentReleased, clones: outcomes, totalMs: performance.now() - t0,
     };
   } catch (err) {

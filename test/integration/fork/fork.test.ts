@@ -51,6 +51,9 @@ describe('smol fork (real QEMU)', () => {
     const out = json(r.stdout);
     expect(out).toMatchObject({ parent: 'p', held: false, memory: 'shared', parentReleased: 1 });
     expect(out.clones.map((c: { name: string; ok: boolean; released: number }) => [c.name, c.ok, c.released])).toEqual([['p-1', true, 1], ['p-2', true, 1]]);
+    // the first clone is the warm spare that `machine start --forkable` left waiting; the fork leaves a new one
+    expect(out.clones.map((c: { fromSpare?: boolean }) => !!c.fromSpare)).toEqual([true, false]);
+    expect(out.nextSpareMs).toEqual(expect.any(Number));
     expect(out.stateBytes).toBeLessThan(1 << 20); // device state only: RAM stays in the shared template
 
     const facts = async (m: string) => (await sh(m, 'for i in 1 2 3 4 5 6 7 8 9 10; do [ -s /root/role ] && break; sleep 0.2; done; cat /root/role; hostname; cat /etc/machine-id 2>/dev/null || echo none; head -c 16 /dev/urandom | od -An -tx1 | tr -d " \\n"; echo; echo "$TASK $SMOL_CLONE_NAME"; cat /root/shared')).split('\n');
@@ -127,7 +130,10 @@ describe('smol fork (real QEMU)', () => {
   it('with --hold leaves the parent paused and its own memory file as the template', async () => {
     const r = await smol(['fork', 'p', '--hold', '--name-prefix', 'h', '--json'], { home });
     expect(r.code, r.stderr).toBe(0);
-    expect(json(r.stdout)).toMatchObject({ held: true, memory: 'shared', clones: [{ name: 'h1', ok: true }] });
+    expect(json(r.stdout)).toMatchObject({ held: true, memory: 'shared', clones: [{ name: 'h1', ok: true }], nextSpareMs: null });
+    // a held parent's clones map its own memory, which no spare maps: the spare is gone, not left waiting
+    const running = json((await smol(['machine', 'ls', '--json'], { home })).stdout).filter((m: { pid: number | null }) => m.pid);
+    expect(qemuProcessesMentioning(home)).toHaveLength(running.length);
     expect(await sh('h1', 'cat /root/shared; hostname')).toBe('parent-after\nh1\n');
     const again = await smol(['fork', 'p'], { home });
     expect(again.code).toBe(67);
