@@ -14,6 +14,7 @@ import { resolveImage } from './image/index.js';
 import { bootFile, bootFilesFor, hostBootFiles, type BootFiles } from './boot-files.js';
 import { createCloneDisk } from './fork/clone.js';
 import { identityMismatch } from './fork/identity.js';
+import { discardSpare } from './fork/spare.js';
 import { AGENT_PORTS, type MachineLayout } from './layout.js';
 import { newMachineId, type MachineRecord } from './registry/machines.js';
 import { MACHINE_TYPE, qemuBuild, writeResumePlan } from './resume.js';
@@ -69,6 +70,8 @@ async function captureRunning(s: MachineService, rec: MachineRecord, boot: BootF
     // a port no host session uses while the state is saved: the resumed guest inherits no session on it
     const held = await s.channel(rec.id);
     try {
+      // the machine moves onto a new layer, where its fork spare (on the current one) would no longer fit
+      await discardSpare(s, rec);
       const nextDisk = path.join(layout.dir, `disk-${newMachineId()}.qcow2`);
       await createCloneDisk(layout.disk, nextDisk, insp.diskSize);
       const mem = { ram: path.join(tmp, 'memory.ram'), deviceState: path.join(tmp, 'device-state') };

@@ -5,6 +5,7 @@
  */
 import fs from 'node:fs';
 import path from 'node:path';
+import { readQcow2Header } from './image/qcow2.js';
 
 export interface MemoryUsage {
   /** Resident in the QEMU process, shared pages counted in full. */
@@ -58,24 +59,17 @@ export function parseSmapsRollup(text: string): MemoryUsage | null {
   };
 }
 
-const QCOW2_MAGIC = 0x514649fb;
 const MAX_CHAIN = 64;
 
-/** The backing file a qcow2 header names (resolved against the image's directory), or null. */
+/** The backing file a qcow2 header names (resolved against the image's directory), or null (none, or not qcow2). */
 export function qcow2Backing(file: string): string | null {
-  const fd = fs.openSync(file, 'r');
+  let backing: string | null;
   try {
-    const h = Buffer.alloc(20);
-    if (fs.readSync(fd, h, 0, 20, 0) < 20 || h.readUInt32BE(0) !== QCOW2_MAGIC) return null;
-    const offset = Number(h.readBigUInt64BE(8));
-    const size = h.readUInt32BE(16);
-    if (!offset || !size || size > 1023) return null;
-    const name = Buffer.alloc(size);
-    fs.readSync(fd, name, 0, size, offset);
-    return path.resolve(path.dirname(file), name.toString('utf8'));
-  } finally {
-    fs.closeSync(fd);
+    backing = readQcow2Header(file).backing;
+  } catch {
+    return null;
   }
+  return backing === null ? null : path.resolve(path.dirname(file), backing);
 }
 
 /** Walks the disk's backing chain; null when the machine has no disk (diskless or not made yet). */

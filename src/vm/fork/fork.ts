@@ -63,6 +63,7 @@ export async function forkMachine(svc: MachineService, nameOrId: string, o: Fork
   let parentCh: { ch: GuestChannel; port: number; release: () => void } | undefined;
   let fp: ForkPointRecord | undefined;
   let forkId = newMachineId();
+  let nextDisk = '';
   try {
     const layout = svc.layout(parent);
     const insp = await ops.inspect(layout);
@@ -95,7 +96,7 @@ export async function forkMachine(svc: MachineService, nameOrId: string, o: Fork
     }
     const dir = forkDir(svc.home, forkId);
     fs.mkdirSync(dir, { recursive: true });
-    const nextDisk = path.join(layout.dir, `disk-${forkId}.qcow2`);
+    nextDisk = path.join(layout.dir, `disk-${forkId}.qcow2`);
     // a clone's RAM is private, so its state carries the RAM and clones start from an empty (sparse) template
     const memFile = shared && o.hold ? layout.memFile : forkMemFile(forkId);
     // the clones map it from their launch on; a copy of the parent's RAM replaces its (unread) holes in the pause
@@ -113,7 +114,9 @@ export async function forkMachine(svc: MachineService, nameOrId: string, o: Fork
       return { name: j.rec.name, id: j.rec.id, index: j.index, ok: true, pid, fromSpare: true };
     };
     const launches = jobs.map((j, i) => (i === 0 && spare?.pid ? adopt(j, spare.pid) : prelaunchClone(svc, j)));
-    const [pre] = await Promise.all([Promise.all(launches), createCloneDisk(layout.disk, nextDisk, insp.diskSize)]);
+    // the spare made the parent's next overlay too, on the same layer (checked when it was taken)
+    const nextReady = !!spare && fs.existsSync(nextDisk);
+    const [pre] = await Promise.all([Promise.all(launches), nextReady ? undefined : createCloneDisk(layout.disk, nextDisk, insp.diskSize)]);
     if (!pre.some((c) => c.ok)) {
       throw new ForkError(`fork of "${parent.name}" failed: no clone could be started (${pre[0]?.error ?? 'unknown error'}); the parent was not paused`, { where: parent.name });
     }
@@ -153,6 +156,8 @@ export async function forkMachine(svc: MachineService, nameOrId: string, o: Fork
     };
   } catch (err) {
     await discardFailed(svc, clones, clones.map(() => ({ ok: false })));
+    // an overlay made ahead (by the spare, or before a failure) that the parent never moved onto
+    if (nextDisk && svc.store.find(parent.id)?.diskFile !== path.basename(nextDisk)) fs.rmSync(nextDisk, { force: true });
     if (!fp) fs.rmSync(forkDir(svc.home, forkId), { recursive: true, force: true });
     if (!fp) removeForkFiles({ stateFile: path.join(forkDir(svc.home, forkId), 'state'), memFile: forkMemFile(forkId), memOwned: true });
     throw err;

@@ -26,6 +26,8 @@ const spareSchema = z.object({
 export type Spare = z.infer<typeof spareSchema>;
 
 const spareFile = (svc: MachineService, parent: MachineRecord) => path.join(svc.layout(parent).dir, 'spare.json');
+/** Named as fork.ts names the overlay a fork moves the parent onto. */
+const nextOverlay = (svc: MachineService, parent: MachineRecord, forkId: string) => path.join(svc.layout(parent).dir, `disk-${forkId}.qcow2`);
 
 function read(file: string): Spare | null {
   try {
@@ -56,6 +58,8 @@ export async function startSpare(svc: MachineService, parent: MachineRecord, bac
     fs.writeFileSync(memFile, '');
     fs.truncateSync(memFile, spare.memoryMiB * 2 ** 20);
     await createCloneDisk(backing, layout.disk, diskSize);
+    // and the overlay the parent moves onto at that fork (the fork makes it itself if this one is missing)
+    await createCloneDisk(backing, nextOverlay(svc, parent, spare.forkId), diskSize);
     spare.pid = await svc.engine.launch(parent.spec, layout, { diskless: false, forkable: false, clone: { memFile } });
     write(file, spare);
   } catch {
@@ -87,5 +91,8 @@ export async function discardSpare(svc: MachineService, parent: MachineRecord): 
   fs.rmSync(layout.dir, { recursive: true, force: true });
   fs.rmSync(layout.runDir, { recursive: true, force: true });
   fs.rmSync(forkMemFile(s.forkId), { force: true });
+  // never the layer the parent runs on: a fork that took this spare has already dropped spare.json, but be sure
+  const next = nextOverlay(svc, parent, s.forkId);
+  if (svc.store.find(parent.id)?.diskFile !== path.basename(next)) fs.rmSync(next, { force: true });
   fs.rmSync(file, { force: true });
 }
