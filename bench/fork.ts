@@ -95,6 +95,17 @@ async function main(): Promise<void> {
     one.disk.push(dirBytes(svc.layout(svc.store.get(c.id)).dir));
     await svc.remove(c.id, { force: true });
   }
+  // the same without the warm spare (SMOL_FORK_SPARE=0): the clone's QEMU and overlays start inside the call
+  process.env.SMOL_FORK_SPARE = '0';
+  const noSpare: number[] = [];
+  for (let i = 0; i <= Math.max(3, Math.ceil(RUNS / 2)); i++) {
+    const r = await forkMachine(svc, 'parent', { count: 1 });
+    const c = r.clones[0];
+    // the first of these still finds the spare the previous fork left
+    if (i > 0) noSpare.push(r.prePauseMs + c.readyMs! + (await timedExec(c.name)));
+    await svc.remove(c.id, { force: true });
+  }
+  delete process.env.SMOL_FORK_SPARE;
   const hold: number[] = [];
   for (let i = 0; i < RUNS; i++) {
     const r = await forkMachine(svc, 'parent', { count: 1, hold: true });
@@ -128,9 +139,11 @@ async function main(): Promise<void> {
     // the release is done by the agent itself (no guest process), so the first exec is the timed `true` after it
     { metric: 'fork → clone configured + released', unit: 'ms', value: median(one.ready), baseline: coldReady, baselineLabel: 'cold boot → 1st exec' },
     { metric: 'fork → first exec `true` done in the clone', unit: 'ms', value: median(one.exec), baseline: coldReady, baselineLabel: 'cold boot → 1st exec', target: '≤300' },
-    // what runs before the pause while the parent keeps going: inspection, overlays, the clone's QEMU started
+    // what runs in the call before the pause: inspection, locks, the parent's port (the warm spare that the
+    // previous fork or `machine start --forkable` left holds the clone's QEMU and overlays)
     { metric: 'forkMachine() call → parent paused', unit: 'ms', value: median(one.prePause) },
     { metric: 'forkMachine() call → first exec done in the clone', unit: 'ms', value: median(one.callExec), baseline: coldReady, baselineLabel: 'cold boot → 1st exec' },
+    { metric: '  the same without a warm spare (SMOL_FORK_SPARE=0)', unit: 'ms', value: median(noSpare), baseline: coldReady, baselineLabel: 'cold boot → 1st exec' },
     { metric: 'N=4: fork → all ready', unit: 'ms', value: median(many[4].total), baseline: 4 * coldReady, baselineLabel: '4 cold boots in series' },
     { metric: 'N=8: fork → all ready', unit: 'ms', value: median(many[8].total), baseline: 8 * coldReady, baselineLabel: '8 cold boots in series', target: '≤2000' },
     { metric: 'PSS per clone (N=1)', unit: 'MiB', value: median(one.pss), baseline: median(cold.rss), baselineLabel: 'cold-booted RSS', target: '≤50% of baseline' },
