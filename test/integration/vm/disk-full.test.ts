@@ -61,6 +61,7 @@ describe.skipIf(!canMount)('disk full in the data dir (tmpfs SMOL_HOME; skipped 
     expect((await smol(['machine', 'create', 'f1'], { home })).code).toBe(0);
     expect((await smol(['machine', 'start', 'f1', '--forkable'], { home })).code).toBe(0);
     const shmBefore = fs.readdirSync('/dev/shm').filter((n) => n.startsWith('smol-fork-'));
+    const dirsBefore = fs.readdirSync(path.join(home, 'machines')); // f1, and its warm spare's directory
     fill(64);
     const r = await smol(['fork', 'f1', '--count', '2'], { home });
     unfill();
@@ -68,7 +69,8 @@ describe.skipIf(!canMount)('disk full in the data dir (tmpfs SMOL_HOME; skipped 
     expect(r.stderr).toMatch(/no space left/i);
     const ls = JSON.parse((await smol(['machine', 'ls', '--json'], { home })).stdout) as { name: string; state: string }[];
     expect(ls.map((m) => [m.name, m.state]), r.stderr).toEqual([['f1', 'running']]);
-    expect(fs.readdirSync(path.join(home, 'machines'))).toHaveLength(1);
+    // nothing new: whether the fork got as far as taking the spare (and removed it) depends on where the disk filled
+    expect(fs.readdirSync(path.join(home, 'machines')).filter((d) => !dirsBefore.includes(d))).toEqual([]);
     expect(fs.existsSync(path.join(home, 'forks')) ? fs.readdirSync(path.join(home, 'forks')) : []).toEqual([]);
     // no new template left behind (the parent's warm spare, whose template was there before, went into the fork)
     expect(fs.readdirSync('/dev/shm').filter((n) => n.startsWith('smol-fork-') && !shmBefore.includes(n))).toEqual([]);
