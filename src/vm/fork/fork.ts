@@ -108,11 +108,12 @@ export async function forkMachine(svc: MachineService, nameOrId: string, o: Fork
     const jobs: CloneJob[] = clones.map((c, i) => ({
       rec: c.rec, index: ids[i].index, env: ids[i].env, memFile, frozenDisk: insp.diskFile, port, diskSize: insp.diskSize, restoreTimeoutMs: o.restoreTimeoutMs ?? 30_000,
     }));
-    o.onProgress?.(`starting ${jobs.length} clone VMM${jobs.length > 1 ? 's' : ''}`);
     const adopt = async (j: CloneJob, pid: number): Promise<CloneOutcome> => {
       svc.store.update(j.rec.id, { pid, startedAt: Date.now() });
       return { name: j.rec.name, id: j.rec.id, index: j.index, ok: true, pid, fromSpare: true };
     };
+    const fresh = jobs.length - (spare?.pid ? 1 : 0);
+    if (fresh) o.onProgress?.(`starting ${fresh} clone VMM${fresh > 1 ? 's' : ''}${spare?.pid ? ' (one more was waiting)' : ''}`);
     const launches = jobs.map((j, i) => (i === 0 && spare?.pid ? adopt(j, spare.pid) : prelaunchClone(svc, j)));
     // the spare made the parent's next overlay too, on the same layer (checked when it was taken)
     const nextReady = !!spare && fs.existsSync(nextDisk);
