@@ -37,13 +37,19 @@ function row(name: string, base: string, ours: string, ratio: string, target: st
 
 // ---- child processes ------------------------------------------------------------------------------
 interface ChildReport { done: number; claimMs: number[] }
-async function child(mode: string, db: string, batch: number, busyTimeout: number, lockQueue: 'fifo' | 'poll'): Promise<void> {
+/** Claims of kind 'gpu' each steady child makes before the clock starts (JIT, caches): the latency runs queue 'cpu' items. */
+const WARM_UP = 20;
+async function child(mode: string, db: string, batch: number, busyTimeout: number, lockQueue: 'fifo' | 'poll', steady: boolean): Promise<void> {
   const l = new SqliteLedger({ path: db, sqliteBusyTimeoutMs: busyTimeout, lockQueue });
   const claimMs: number[] = [];
   let done = 0;
-  // the write queue's thread joins at open; a worker's first claims come later than in this start-together race
+  // what `smol worker` does as it starts; the write queue's thread joins at open
+  l.prepareWrites();
   const q = l.tx.startQueue();
   for (let i = 0; i < 200 && q && !q.ready; i++) await new Promise((r) => setTimeout(r, 10));
+  for (let i = 0; steady && i < WARM_UP; i++) {
+    for (const c of l.claimSync({ worker: `w${process.pid}`, leaseMs: 60_000, limit: 1, kind: 'gpu' })) l.completeSync({ itemId: c.item.id, token: c.token, outputRef: 'sha256:o' });
+  }
   process.stdout.write('ready\n');
   while (!fs.existsSync(`${db}.go`)) await new Promise((r) => setTimeout(r, 2));
   for (;;) {
@@ -55,29 +61,40 @@ async function child(mode: string, db: string, batch: number, busyTimeout: numbe
     else for (const c of cs) l.completeSync({ itemId: c.item.id, token: c.token, outputRef: 'sha256:o' });
     done += cs.length;
   }
+  process.stdout.write(JSON.stringify({ done, claimMs } satisfies ChildReport) + '\n');
+  // steady: stay open until every child has drained, so no process exits (and no queue server hands off) mid-run
+  while (steady && !fs.existsSync(`${db}.close`)) await new Promise((r) => setTimeout(r, 2));
   await l.close();
-  process.stdout.write(JSON.stringify({ done, claimMs } satisfies ChildReport));
 }
 
-async function runWorkers(n: number, items: number, mode: string, batch: number, busyTimeout: number, lockQueue: 'fifo' | 'poll' = 'fifo'): Promise<{ rate: number; claimMs: number[] }> {
+/**
+ * `steady`: each process warms up before the clock starts and stays open until all have finished, so the
+ * figures are the steady state; otherwise cold processes start and exit together inside the measurement.
+ */
+async function runWorkers(n: number, items: number, mode: string, batch: number, busyTimeout: number, lockQueue: 'fifo' | 'poll' = 'fifo', steady = false): Promise<{ rate: number; claimMs: number[] }> {
   const dir = tmp();
+  const db = path.join(dir, 'l.db');
   const l = freshLedger(dir);
   l.enqueueSync(Array.from({ length: items }, (_, i) => item(i)));
+  if (steady) l.enqueueSync(Array.from({ length: n * WARM_UP }, (_, i) => ({ ...item(items + i), kind: 'gpu' as const })));
   await l.close();
-  const children = Array.from({ length: n }, () => spawn(process.execPath, ['--import', 'tsx', self, '--child', mode, path.join(dir, 'l.db'), String(batch), String(busyTimeout), lockQueue], { stdio: ['ignore', 'pipe', 'inherit'] }));
+  const children = Array.from({ length: n }, () => spawn(process.execPath, ['--import', 'tsx', self, '--child', mode, db, String(batch), String(busyTimeout), lockQueue, steady ? 'steady' : 'cold'], { stdio: ['ignore', 'pipe', 'inherit'] }));
   const outs = children.map(() => '');
-  const ready = children.map((c, i) => new Promise<void>((resolve) => c.stdout.on('data', (d: Buffer) => { outs[i] += d.toString(); if (outs[i].includes('\n')) resolve(); })));
-  const reports = children.map((c, i) => new Promise<ChildReport>((resolve, reject) => {
-    c.on('exit', (code) => (code === 0 ? resolve(JSON.parse(outs[i].slice(outs[i].indexOf('\n') + 1)) as ChildReport) : reject(new Error(`child exited ${code}`))));
-  }));
-  await Promise.all(ready);
+  const lines = (i: number) => outs[i].split('\n').length - 1;
+  const waiters: (() => void)[] = [];
+  children.forEach((c, i) => c.stdout.on('data', (d: Buffer) => { outs[i] += d.toString(); waiters.forEach((w) => w()); }));
+  const allLines = (k: number) => new Promise<void>((resolve) => { const w = () => { if (children.every((_, i) => lines(i) >= k)) resolve(); }; waiters.push(w); w(); });
+  const exits = children.map((c) => new Promise<void>((resolve, reject) => c.on('exit', (code) => (code === 0 ? resolve() : reject(new Error(`child exited ${code}`))))));
+  await Promise.race([allLines(1), Promise.all(exits)]);
   const t0 = performance.now();
-  fs.writeFileSync(path.join(dir, 'l.db.go'), ''); // all start together
-  await Promise.all(reports);
+  fs.writeFileSync(`${db}.go`, ''); // all start together
+  await Promise.race([allLines(2), Promise.all(exits)]);
   // process start-up is excluded: the clock runs from the start signal to the last completion
-  const all = await Promise.all(reports);
-  const total = all.reduce((a, r) => a + r.done, 0);
   const secs = (performance.now() - t0) / 1000;
+  fs.writeFileSync(`${db}.close`, '');
+  await Promise.all(exits);
+  const all = outs.map((o) => JSON.parse(o.split('\n')[1]) as ChildReport);
+  const total = all.reduce((a, r) => a + r.done, 0);
   fs.rmSync(dir, { recursive: true, force: true });
   if (total !== items) throw new Error(`claimed ${total} of ${items}`);
   return { rate: total / secs, claimMs: all.flatMap((r) => r.claimMs) };
@@ -146,20 +163,28 @@ async function claimComplete(): Promise<void> {
   row('claim+complete, 4 processes (items/s)', `${fmt(median(base))} 1/txn`, `${fmt(median(ours))} 64/txn`, `${fmt(median(ours) / median(base), 1)}×`, 'target ≥ 5,000/s');
 }
 
-/** One claim per transaction (the worst case: the worker claims in batches), polling the lock vs queueing for it. */
+/**
+ * One claim per transaction (the worst case: the worker claims in batches), polling the lock vs queueing for
+ * it: the steady state (warmed-up processes, none exiting mid-run), then the same with cold processes that
+ * start and exit together inside the measurement.
+ */
 async function claimLatency(): Promise<void> {
-  const runs: Record<'poll' | 'fifo', { p50: number; p99: number; max: number; rate: number }[]> = { poll: [], fifo: [] };
+  type Run = { p50: number; p99: number; max: number; rate: number };
+  const runs: Record<string, Run[]> = {};
   for (let r = 0; r < RUNS; r++) {
-    for (const q of ['poll', 'fifo'] as const) {
-      const x = await runWorkers(8, 4000, 'single', 1, 0, q);
-      runs[q].push({ p50: pct(x.claimMs, 0.5), p99: pct(x.claimMs, 0.99), max: Math.max(...x.claimMs), rate: x.rate });
+    for (const steady of [true, false]) {
+      for (const q of ['poll', 'fifo'] as const) {
+        const x = await runWorkers(8, 4000, 'single', 1, 0, q, steady);
+        (runs[`${q}/${steady}`] ??= []).push({ p50: pct(x.claimMs, 0.5), p99: pct(x.claimMs, 0.99), max: Math.max(...x.claimMs), rate: x.rate });
+      }
     }
   }
-  const m = (q: 'poll' | 'fifo', k: 'p50' | 'p99' | 'max' | 'rate') => median(runs[q].map((x) => x[k]));
-  const show = (q: 'poll' | 'fifo') => `p99 ${m(q, 'p99').toFixed(1)} max ${m(q, 'max').toFixed(0)} ms`;
+  const m = (q: string, k: keyof Run, steady = true) => median(runs[`${q}/${steady}`].map((x) => x[k]));
+  const show = (q: string, steady = true) => `p99 ${m(q, 'p99', steady).toFixed(1)} max ${m(q, 'max', steady).toFixed(0)} ms`;
   row('claim latency, 8 processes, 1/claim', show('poll'), show('fifo'), '', 'target p99 ≤ 10 ms, max ≤ 100 ms');
   row('  p50; baseline polls, smol queues (FIFO)', `p50 ${m('poll', 'p50').toFixed(2)} ms`, `p50 ${m('fifo', 'p50').toFixed(2)} ms`, '', '');
   row('  claim+complete (items/s) in those runs', fmt(m('poll', 'rate')), fmt(m('fifo', 'rate')), `${fmt(m('fifo', 'rate') / m('poll', 'rate'), 1)}×`, '');
+  row('  cold processes starting and exiting in it', show('poll', false), show('fifo', false), '', 'JIT warm-up, queue hand-off on exit');
 }
 
 function renewals(): void {
@@ -264,7 +289,7 @@ async function gateway(): Promise<void> {
 }
 
 async function main(): Promise<void> {
-  if (process.argv[2] === '--child') return child(process.argv[3], process.argv[4], Number(process.argv[5]), Number(process.argv[6]), process.argv[7] === 'poll' ? 'poll' : 'fifo');
+  if (process.argv[2] === '--child') return child(process.argv[3], process.argv[4], Number(process.argv[5]), Number(process.argv[6]), process.argv[7] === 'poll' ? 'poll' : 'fifo', process.argv[8] === 'steady');
   if (process.argv[2] === '--client') return client(process.argv[3], Number(process.argv[4]), Number(process.argv[5]), process.argv[6]);
   process.stdout.write(`bench:ledger — better-sqlite3, ${os.availableParallelism()} CPUs, load ${os.loadavg()[0].toFixed(1)}, medians of ${RUNS} runs\n`);
   row('', 'baseline', 'smol', 'ratio', '');

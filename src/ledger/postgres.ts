@@ -311,5 +311,6 @@ export class PostgresLedger implements Ledger {
   async getInference(key: string): Promise<InferenceRecord | null> { return this.reads.inference(key); }
   async stats(rolloutId?: string): Promise<LedgerStats> { return this.reads.stats(rolloutId, await this.now()); }
   async check(): Promise<CheckIssue[]> { return this.reads.check(); }
+  prepareWrites(): void {}
   async close(): Promise<void> { await this.pool.end(); }
 }

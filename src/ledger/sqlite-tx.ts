@@ -79,12 +79,16 @@ export class TxRunner {
   /** Runs before every write transaction. */
   beforeWrite: (() => void) | null = null;
 
+  /** Runs the once-per-process preparation of writes now (also done by the first write). */
+  prepareWrites(): void {
+    const f = this.beforeFirstWrite;
+    this.beforeFirstWrite = null;
+    f?.();
+    this.startQueue();
+  }
+
   write<T>(what: string, fn: () => T): T {
-    if (this.beforeFirstWrite) {
-      const f = this.beforeFirstWrite;
-      this.beforeFirstWrite = null;
-      f();
-    }
+    if (this.beforeFirstWrite) this.prepareWrites();
     this.beforeWrite?.();
     const turn = this.beginWrite(what);
     try {

@@ -351,6 +351,7 @@ export class SqliteLedger implements Ledger {
   async getInference(key: string): Promise<InferenceRecord | null> { return this.reads.inference(key); }
   async stats(rolloutId?: string): Promise<LedgerStats> { return this.reads.stats(rolloutId); }
   async check(): Promise<CheckIssue[]> { return this.reads.check(); }
+  prepareWrites(): void { this.tx.prepareWrites(); }
 
   /** Checkpoints and truncates the WAL (used by `ledger check` and on clean shutdown). */
   checkpoint(): { walFrames: number; checkpointed: number } {

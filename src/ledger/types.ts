@@ -188,5 +188,11 @@ export interface Ledger {
   getInference(idempotencyKey: string): Promise<InferenceRecord | null>;
   stats(rolloutId?: string): Promise<LedgerStats>;
   check(): Promise<CheckIssue[]>;
+  /**
+   * Readies a process that is about to write (a worker, the gateway) so that its first writes are not slow:
+   * SQLite starts its checkpoint thread now instead of inside the first write, where a new thread's start-up
+   * competed with every other writer's turn. A no-op for PostgreSQL.
+   */
+  prepareWrites(): void;
   close(): Promise<void>;
 }

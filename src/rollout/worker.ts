@@ -66,6 +66,7 @@ export class Worker {
 
   /** Runs until stop() (or until idle, with exitWhenIdleMs). */
   async run(): Promise<void> {
+    this.o.ledger.prepareWrites();
     const kind = this.o.kind ?? (this.o.gateway ? undefined : 'cpu');
     const renewTimer = setInterval(() => void this.renewAll(), Math.max(50, Math.floor(this.leaseMs / 3)));
     const windowMs = this.o.windowMs ?? 5000;

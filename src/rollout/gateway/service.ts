@@ -32,6 +32,7 @@ export class GatewayService {
   readonly counters = { requests: 0, replayed: 0, shed: 0, batches: 0, batchedRequests: 0, upstreamErrors: 0, invalid: 0 };
 
   constructor(private readonly o: GatewayOptions) {
+    o.ledger.prepareWrites();
     this.admission = new Admission(o.limits);
     this.batcher = new Batcher(o.batch, (_key, items) => {
       const p = this.runBatch(items).finally(() => this.running.delete(p));

@@ -52,6 +52,21 @@ describe('sqlite ledger specifics', () => {
     await inline.close();
   });
 
+  it('starts the checkpoint thread at prepareWrites(), before the first write, and only once', async () => {
+    const dir = tmp();
+    const l = new SqliteLedger({ path: path.join(dir, 'l.db') });
+    // a ledger that only reads starts no thread: SQLite's own autocheckpoint is still on
+    await l.listRollouts();
+    expect(l.db.pragma('wal_autocheckpoint', { simple: true })).toBe(1000);
+    l.prepareWrites();
+    expect(l.db.pragma('wal_autocheckpoint', { simple: true })).toBe(0);
+    l.prepareWrites();
+    await l.putManifest('sha256:m', 'x');
+    expect(l.db.pragma('wal_autocheckpoint', { simple: true })).toBe(0);
+    await l.close();
+    fs.rmSync(dir, { recursive: true, force: true });
+  });
+
   it('keeps the WAL bounded when writers never pause (commits checkpoint again while the thread is behind)', async () => {
     const dir = tmp();
     const file = path.join(dir, 'l.db');
