@@ -20,9 +20,10 @@ function mark(store: MachineStore, rec: MachineRecord, why: string): MachineReco
 }
 
 /**
- * Garbage nobody can reach any more: an ephemeral machine whose owning `smol run` died, or a machine still
- * 'creating' whose creator is gone (killed, or its cleanup failed, e.g. on a full disk).
+ * Garbage nobody can reach any more: an ephemeral machine whose owning `smol run` died, or a machine whose
+ * maker is gone (killed, or its cleanup failed, e.g. on a full disk) before handing it over: still
+ * 'creating', or a clone still starting (a machine keeps an owner only until it is made).
  */
 export function isOrphan(rec: MachineRecord): boolean {
-  return (rec.ephemeral || rec.state === 'creating') && !pidAlive(rec.ownerPid);
+  return (rec.ephemeral || rec.state === 'creating' || rec.ownerPid !== null) && !pidAlive(rec.ownerPid);
 }

@@ -14,6 +14,7 @@ import { MachineStore, newMachineId, pidAlive, type MachineRecord } from './regi
 import { isOrphan, reconcile } from './reconcile.js';
 import { installForkHelper } from './fork/guest.js';
 import { discardSpare, startSpare } from './fork/spare.js';
+import { sweepAbandonedForks } from './fork/abandoned.js';
 import { releaseForkPoints } from './fork/cleanup.js';
 import { resumePlanFile } from './boot-files.js';
 
@@ -279,7 +280,8 @@ export class MachineService {
 
   /**
    * All machines, reconciled. Orphans are cleaned up on the way: ephemeral machines of a killed `smol run`, and
-   * machines whose creator (`machine create`, `fork`) died or failed before they were made and could not remove them.
+   * machines whose creator (`machine create`, `fork`) died or failed before they were made and could not remove them,
+   * and the files of forks killed before they recorded their fork point (fork/abandoned.ts).
    */
   async list(): Promise<MachineRecord[]> {
     const out: MachineRecord[] = [];
@@ -290,6 +292,7 @@ export class MachineService {
       }
       out.push(this.refresh(r));
     }
+    await sweepAbandonedForks(this).catch(() => undefined);
     return out;
   }
 

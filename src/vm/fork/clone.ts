@@ -6,6 +6,7 @@ import { mapFsError } from '../../errors/index.js';
 import type { GuestChannel } from '../engine.js';
 import type { MachineRecord } from '../registry/machines.js';
 import type { MachineService } from '../service.js';
+import { dieAt } from './faults.js';
 import { identifyAndRelease } from './guest.js';
 import type { ForkOps } from './types.js';
 
@@ -89,6 +90,7 @@ export async function startClone(svc: MachineService, ops: ForkOps, j: CloneJob 
     let ch: GuestChannel | undefined;
     try {
       await ops.restore(layout, j.stateFile, j.restoreTimeoutMs);
+      dieAt(`after-restore:${j.index}`);
       out.runningMs = performance.now() - j.pausedAt;
       ch = await connecting;
       // no VMGENID in the guest kernel: every clone starts with the parent's RNG state until reseeded here

@@ -10,7 +10,9 @@ import { AGENT_PORTS } from '../layout.js';
 import { ForkPointStore, type ForkPointRecord } from '../registry/fork-points.js';
 import { newMachineId, type MachineRecord } from '../registry/machines.js';
 import type { MachineService } from '../service.js';
+import { claimForkDir } from './abandoned.js';
 import { forkDir, forkMemFile, removeForkFiles } from './cleanup.js';
+import { dieAt } from './faults.js';
 import { createCloneDisk, prelaunchClone, startClone, type CloneJob, type CloneOutcome } from './clone.js';
 import { identifyAndRelease, waitForReady } from './guest.js';
 import { assertCompatible } from './identity.js';
@@ -78,9 +80,12 @@ export async function forkMachine(svc: MachineService, nameOrId: string, o: Fork
     // a held parent's clones map its own memory file, which no spare maps; a clone parent has no spares
     const shared = insp.memory === 'shared';
     let spare: Spare | null = null;
-    if (shared && !o.hold) spare = await takeSpare(svc, parent, insp.diskFile);
+    // recorded before any of the fork's files exist, so a fork killed half-way is swept up by the next ls
+    const claim = (id: string, spareId: string | null) => claimForkDir(svc.home, id, { parent: parent.id, spare: spareId });
+    if (shared && !o.hold) spare = await takeSpare(svc, parent, insp.diskFile, (s) => claim(s.forkId, s.id));
     else await discardSpare(svc, parent);
     if (spare) forkId = spare.forkId;
+    else claim(forkId, null);
     const ids = cloneEnv({ parent: parent.name, forkId, names, user: o.env ?? {} });
     for (const c of ids) {
       const rec = svc.store.insert({
@@ -95,7 +100,6 @@ export async function forkMachine(svc: MachineService, nameOrId: string, o: Fork
       await waitForReady(parentCh.ch, o.readyTimeoutMs ?? 300_000);
     }
     const dir = forkDir(svc.home, forkId);
-    fs.mkdirSync(dir, { recursive: true });
     nextDisk = path.join(layout.dir, `disk-${forkId}.qcow2`);
     // a clone's RAM is private, so its state carries the RAM and clones start from an empty (sparse) template
     const memFile = shared && o.hold ? layout.memFile : forkMemFile(forkId);
@@ -121,6 +125,7 @@ export async function forkMachine(svc: MachineService, nameOrId: string, o: Fork
     if (!pre.some((c) => c.ok)) {
       throw new ForkError(`fork of "${parent.name}" failed: no clone could be started (${pre[0]?.error ?? 'unknown error'}); the parent was not paused`, { where: parent.name });
     }
+    dieAt('before-pause');
     o.onProgress?.(`forking ${parent.name}`);
     const pausedAt = performance.now();
     let moved = false;

@@ -7,7 +7,8 @@ import { ForkError, SnapshotRestoreError, TimeoutError } from '../../errors/inde
 import type { VmBackend } from '../backend/index.js';
 import { findQemu } from '../qemu/detect.js';
 import { QmpClient } from '../qemu/qmp.js';
-import type { MachineLayout } from '../layout.js';
+import { strayQemuPid, type MachineLayout } from '../layout.js';
+import { dieAt } from './faults.js';
 import { sparseCopy } from './sparse-copy.js';
 import type { CaptureRequest, CaptureResult, ForkOps, Inspection, MemoryMode, VmIdentity } from './types.js';
 
@@ -73,6 +74,7 @@ export function createQemuForkOps(getBackend: () => Promise<VmBackend>): ForkOps
             const t = now();
             // mode existing: the new overlay names the frozen file as its backing already (qemu-img create -u)
             await qmp.execute('blockdev-snapshot-sync', { device: ROOT_DEVICE, 'snapshot-file': req.nextDisk, format: 'qcow2', mode: 'existing' });
+            dieAt('in-pause');
             req.onDiskMoved?.(frozenDisk);
             steps.snapshot = now() - t;
           }
@@ -101,8 +103,27 @@ export function createQemuForkOps(getBackend: () => Promise<VmBackend>): ForkOps
       }
     },
 
+    async resumeAbandoned(layout: MachineLayout): Promise<boolean> {
+      const qmp = await QmpClient.connect(layout.qmpSocket, 5_000);
+      try {
+        if ((await qmp.execute<{ running: boolean }>('query-status')).running) return false;
+        // a save the dead fork started may still be writing its (now unwanted) state file
+        const m = await qmp.execute<MigrateInfo>('query-migrate');
+        if (m.status === 'active' || m.status === 'setup' || m.status === 'device') {
+          await qmp.execute('migrate_cancel');
+          await waitMigration(qmp, 10_000, 'cancelling the abandoned save').catch(() => undefined);
+        }
+        await qmp.execute('cont');
+        return true;
+      } finally {
+        qmp.close();
+      }
+    },
+
     async restore(layout: MachineLayout, stateFile: string, timeoutMs: number): Promise<void> {
-      const qmp = await QmpClient.connect(layout.qmpSocket, timeoutMs);
+      // the clone's QEMU was started ahead; if it died meanwhile, say so now rather than at the timeout
+      const pid = strayQemuPid(layout);
+      const qmp = await QmpClient.connect(layout.qmpSocket, timeoutMs, () => pid !== null && strayQemuPid(layout) === pid);
       try {
         await qmp.execute('migrate-set-capabilities', { capabilities: [{ capability: 'x-ignore-shared', state: true }] });
         await qmp.execute('migrate-incoming', { uri: `exec:cat ${shq(stateFile)}` });

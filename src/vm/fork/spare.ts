@@ -67,12 +67,16 @@ export async function startSpare(svc: MachineService, parent: MachineRecord, bac
   }
 }
 
-/** Hands the spare to a fork that will run on `backing`, or discards it if it does not fit; null if none. */
-export async function takeSpare(svc: MachineService, parent: MachineRecord, backing: string | null): Promise<Spare | null> {
+/**
+ * Hands the spare to a fork that will run on `backing`, or discards it if it does not fit; null if none.
+ * `claim` records the spare as the fork's before spare.json goes, so no moment leaves it unrecorded.
+ */
+export async function takeSpare(svc: MachineService, parent: MachineRecord, backing: string | null, claim: (s: Spare) => void): Promise<Spare | null> {
   const file = spareFile(svc, parent);
   const s = read(file);
   if (!s) return null;
   if (s.pid && strayQemuPid(svc.layout({ id: s.id })) === s.pid && s.backing === backing && s.memoryMiB === parent.spec.memory) {
+    claim(s);
     fs.rmSync(file, { force: true });
     return s;
   }

@@ -53,6 +53,8 @@ export interface ForkOps {
   identity(memoryMiB: number): Promise<VmIdentity>;
   /** Pause, freeze the disk, save the device state, copy the template, resume (unless hold). */
   capture(layout: MachineLayout, req: CaptureRequest): Promise<CaptureResult>;
+  /** Runs a machine that a fork killed in its pause left stopped (cancelling its save); false if it was running. */
+  resumeAbandoned(layout: MachineLayout): Promise<boolean>;
   /** Load a state into a clone started with `-incoming defer` and run it. */
   restore(layout: MachineLayout, stateFile: string, timeoutMs: number): Promise<void>;
 }

@@ -35,7 +35,8 @@ export class QmpClient extends EventEmitter {
   }
 
   /** Connect, read the greeting and leave capabilities negotiation mode. Retries until the socket exists. */
-  static async connect(socketPath: string, timeoutMs = 5000): Promise<QmpClient> {
+  /** `alive`: whether the QEMU behind the socket still runs; without it a refused connect is retried until the timeout. */
+  static async connect(socketPath: string, timeoutMs = 5000, alive?: () => boolean): Promise<QmpClient> {
     const deadline = Date.now() + timeoutMs;
     for (;;) {
       try {
@@ -51,6 +52,7 @@ export class QmpClient extends EventEmitter {
         return c;
       } catch (e) {
         const code = (e as NodeJS.ErrnoException).code;
+        if ((code === 'ENOENT' || code === 'ECONNREFUSED') && alive && !alive()) throw new GuestChannelError(`QEMU exited before its QMP socket ${socketPath} answered`);
         if ((code === 'ENOENT' || code === 'ECONNREFUSED') && Date.now() < deadline) {
           await new Promise((r) => setTimeout(r, 20));
           continue;

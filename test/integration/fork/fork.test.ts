@@ -107,6 +107,34 @@ describe('smol fork (real QEMU)', () => {
     expect((await smol(['machine', 'rm', '--force', 'f1'], { home })).code).toBe(0);
   });
 
+  it('a fork killed with -9 before, in or after the pause leaves nothing once ls has run, and the parent running', async () => {
+    const pDir = path.join(home, 'machines', (await status('p')).id);
+    const spare = json(fs.readFileSync(path.join(pDir, 'spare.json'), 'utf8')) as { id: string; forkId: string };
+    const before = { machines: fs.readdirSync(path.join(home, 'machines')), forks: fs.readdirSync(path.join(home, 'forks')), disks: fs.readdirSync(pDir).filter((f) => f.endsWith('.qcow2')), shm: newShm() };
+    // the first takes the warm spare (its QEMU, template and the parent's next overlay); the others start their own
+    // clone; the second dies after the parent's QEMU moved onto the next overlay, before the registry heard of it
+    for (const fault of ['die:before-pause', 'die:in-pause', 'die:after-restore:1']) {
+      const r = await smol(['fork', 'p', '--name-prefix', 'k', '--json'], { home, env: { SMOL_FORK_FAULT: fault } });
+      expect(r.signal === 'SIGKILL' || r.code === 137, `${fault}: ${r.code} ${r.signal} ${r.stderr}`).toBe(true);
+      const ls = json((await smol(['machine', 'ls', '--json'], { home })).stdout) as { name: string; pid: number | null }[];
+      expect(ls.map((m) => m.name), fault).not.toContain('k1');
+      expect(qemuProcessesMentioning(home), fault).toHaveLength(ls.filter((m) => m.pid).length);
+      expect(await sh('p', 'echo ok')).toBe('ok\n'); // running, not left paused
+      const pst = await status('p');
+      const open = fs.readdirSync(`/proc/${pst.pid}/fd`).map((fd) => { try { return fs.readlinkSync(`/proc/${pst.pid}/fd/${fd}`); } catch { return ''; } });
+      expect(open, `${fault}: the registry names the overlay QEMU writes`).toContain(pst.usage.disk.chain[0]);
+    }
+    const subset = (now: string[], was: string[]) => expect(now.filter((f) => !was.includes(f))).toEqual([]);
+    subset(fs.readdirSync(path.join(home, 'machines')), before.machines);
+    subset(fs.readdirSync(path.join(home, 'forks')), before.forks);
+    // the forks that got into the pause moved the parent onto overlays they made: its chain now, which stays
+    subset(fs.readdirSync(pDir).filter((f) => f.endsWith('.qcow2')), [...before.disks, ...(await status('p')).usage.disk.chain.map((f: string) => path.basename(f))]);
+    subset(newShm(), before.shm);
+    expect(fs.existsSync(path.join(home, 'machines', spare.id))).toBe(false);
+    expect(fs.readdirSync(pDir)).not.toContain(`disk-${spare.forkId}.qcow2`);
+    expect(newShm()).not.toContain(`smol-fork-${spare.forkId}.mem`);
+  });
+
   it('forks a fork (its RAM is private, so the state carries it)', async () => {
     const r = await smol(['fork', 'p-1', '--json'], { home });
     expect(r.code, r.stderr).toBe(0);

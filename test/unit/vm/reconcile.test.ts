@@ -19,6 +19,12 @@ describe('orphans', () => {
     expect(isOrphan(rec({ state: 'creating', ownerPid: null }))).toBe(true);
   });
 
+  it('a clone whose smol fork died while it was starting is garbage (it was never handed over)', () => {
+    expect(isOrphan(rec({ state: 'starting', ownerPid: deadPid }))).toBe(true);
+    expect(isOrphan(rec({ state: 'crashed', ownerPid: deadPid }))).toBe(true);
+    expect(isOrphan(rec({ state: 'starting', ownerPid: process.pid }))).toBe(false);
+  });
+
   it('a made persistent machine is nobody\'s orphan, whatever its state', () => {
     for (const state of ['stopped', 'running', 'crashed', 'starting'] as const) expect(isOrphan(rec({ state, ownerPid: null }))).toBe(false);
   });
