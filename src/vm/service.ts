@@ -13,7 +13,7 @@ import { machineLayout, shmHasRoom, strayQemuPid, AGENT_PORTS, type MachineLayou
 import { MachineStore, newMachineId, pidAlive, type MachineRecord } from './registry/machines.js';
 import { isOrphan, reconcile } from './reconcile.js';
 import { installForkHelper } from './fork/guest.js';
-import { discardSpare, startSpare } from './fork/spare.js';
+import { discardSpare, discardStaleSpare, startSpare } from './fork/spare.js';
 import { sweepAbandonedForks } from './fork/abandoned.js';
 import { releaseForkPoints } from './fork/cleanup.js';
 import { resumePlanFile } from './boot-files.js';
@@ -281,7 +281,8 @@ export class MachineService {
   /**
    * All machines, reconciled. Orphans are cleaned up on the way: ephemeral machines of a killed `smol run`, and
    * machines whose creator (`machine create`, `fork`) died or failed before they were made and could not remove them,
-   * and the files of forks killed before they recorded their fork point (fork/abandoned.ts).
+   * the files of forks killed before they recorded their fork point (fork/abandoned.ts), and what a machine
+   * whose QEMU died still held.
    */
   async list(): Promise<MachineRecord[]> {
     const out: MachineRecord[] = [];
@@ -290,10 +291,24 @@ export class MachineService {
         await this.remove(r.id, { force: true }).catch(() => undefined);
         continue;
       }
-      out.push(this.refresh(r));
+      const cur = this.refresh(r);
+      if (cur.state === 'crashed') await this.releaseCrashed(cur).catch(() => undefined);
+      out.push(cur);
     }
     await sweepAbandonedForks(this).catch(() => undefined);
     return out;
+  }
+
+  /**
+   * What a machine whose QEMU died still holds: its warm spare (waiting for a fork that cannot come) and its
+   * RAM file in /dev/shm (nothing can resume it; a start makes a new one). Clones of a held fork that map the
+   * file keep their pages: unlinking does not unmap.
+   */
+  private async releaseCrashed(rec: MachineRecord): Promise<void> {
+    const layout = this.layout(rec);
+    if (strayQemuPid(layout)) return;
+    await discardStaleSpare(this, rec);
+    if (this.store.lockHolder(rec.id) === null) fs.rmSync(layout.memFile, { force: true });
   }
 
   /** The record as it really is: a running machine whose QEMU is gone is crashed. */

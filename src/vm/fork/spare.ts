@@ -84,6 +84,25 @@ export async function takeSpare(svc: MachineService, parent: MachineRecord, back
   return null;
 }
 
+/**
+ * The spare of a machine whose QEMU died (crashed: no stop or rm discarded it) would wait for a fork that
+ * cannot come; `ls` discards it. Skipped while another smol works on the machine.
+ */
+export async function discardStaleSpare(svc: MachineService, rec: MachineRecord): Promise<void> {
+  if (rec.state !== 'crashed' || !fs.existsSync(spareFile(svc, rec))) return;
+  let unlock: () => void;
+  try {
+    unlock = svc.store.lock(rec.id, 'discard spare', rec.name);
+  } catch {
+    return;
+  }
+  try {
+    await discardSpare(svc, rec);
+  } finally {
+    unlock();
+  }
+}
+
 /** Kills the spare's QEMU and removes its files (nothing references them). */
 export async function discardSpare(svc: MachineService, parent: MachineRecord): Promise<void> {
   const file = spareFile(svc, parent);

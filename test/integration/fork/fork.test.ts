@@ -184,4 +184,20 @@ describe('smol fork (real QEMU)', () => {
     expect(fs.existsSync(path.join(home, 'forks')) ? fs.readdirSync(path.join(home, 'forks')) : []).toEqual([]);
     expect(newShm()).toEqual([]);
   });
+
+  it('frees what a machine whose QEMU died still held (its warm spare, its RAM file) at the next ls', async () => {
+    expect((await smol(['machine', 'create', 'q', '--forkable', '--start'], { home })).code).toBe(0);
+    const dir = path.join(home, 'machines', (await status('q')).id);
+    const spare = json(fs.readFileSync(path.join(dir, 'spare.json'), 'utf8')) as { id: string; forkId: string };
+    expect(qemuProcessesMentioning(home)).toHaveLength(2); // q and its spare
+    process.kill((await status('q')).pid, 'SIGKILL');
+    await new Promise((r) => setTimeout(r, 300));
+    const ls = json((await smol(['machine', 'ls', '--json'], { home })).stdout);
+    expect(ls).toMatchObject([{ name: 'q', state: 'crashed' }]);
+    expect(qemuProcessesMentioning(home)).toEqual([]);
+    expect(fs.existsSync(path.join(dir, 'spare.json'))).toBe(false);
+    expect(fs.existsSync(path.join(home, 'machines', spare.id))).toBe(false);
+    expect(newShm()).toEqual([]);
+    expect((await smol(['machine', 'rm', 'q'], { home })).code).toBe(0);
+  });
 });
