@@ -45,6 +45,7 @@ struct agent {
   int chan;            /* connected host channel, -1 when none */
   int handshaken;
   int hostless;        /* the channel reported no host (read 0 / POLLHUP); on a vport this can be a blip */
+  int host_open;       /* the last empty read said EAGAIN, not EOF: the kernel knows the host is connected */
   int resync;          /* after a protocol error: discard input until a host HELLO (found by its magic) */
   uint32_t host_window;/* initial credit the host grants per guest->host channel */
   struct buf out, in;

@@ -323,14 +323,22 @@ static void parse_input(void) {
   }
 }
 
-/* Reads what the channel has and dispatches every complete frame. Sets hostless on EOF. */
+/*
+ * Reads what the channel has and dispatches every complete frame. Sets hostless on EOF, unless this call read
+ * data: a new host's first bytes (its HELLO) can arrive before the guest kernel has handled the port-open
+ * message that comes on another queue, so the vport reads as hung up right after them. Taking that EOF as
+ * "no host" made the main loop end the session it had just begun when the port had been idle past its
+ * grace, and with it the HELLO's answer (about one connect in 30 after 2 s idle).
+ */
 void handle_input(void) {
+  int got = 0;
   for (int reads = 0; reads < 64; reads++) { /* a vport read returns one small buffer: keep going until EAGAIN */
     buf_reserve(&g.in, HDR_LEN + MAX_PAYLOAD);
     ssize_t r = read(g.chan, g.in.p + g.in.len, g.in.cap - g.in.len);
     if (r < 0 && errno == EINTR) continue;
-    if (r < 0 && errno == EAGAIN) { g.hostless = 0; return; }
-    if (r <= 0) { g.hostless = 1; return; }
+    if (r < 0 && errno == EAGAIN) { g.hostless = 0; g.host_open = 1; return; }
+    if (r <= 0) { g.hostless = !got; g.host_open = 0; return; }
+    got = 1;
     g.hostless = 0;
     g.in.len += r;
     parse_input();

@@ -233,10 +233,9 @@ int main(int argc, char **argv) {
     }
     int r = poll(pf, n, timeout);
     if (r < 0 && errno != EINTR) { logmsg("poll: %s", strerror(errno)); return 70; }
-    if (g.chan >= 0 && g.hostless) {
-      handle_input();
-      if (!g.hostless) set_async(0);
-    }
+    if (g.chan >= 0 && g.hostless) handle_input();
+    /* SIGIO tells of the port-open message; it stays on until the kernel has had it (see handle_input) */
+    if (g.chan >= 0 && !g.hostless && g.host_open) set_async(0);
     for (int i = 0; i < n && r > 0; i++) {
       if (!pf[i].revents) continue;
       struct slot *t = &sl[i];

@@ -103,8 +103,8 @@ export class AgentClient {
     });
     const closed = quiet(client.closed.then((e) => Promise.reject(e)));
     // Resent after 25, 50, 100 … ms, then every helloRetryMs: on a serial port a HELLO can be swallowed by a
-    // stale partial frame from an earlier host, and about one connect in 30 to an idle port loses its first
-    // HELLO outright (measured: the agent never reads it). Only the answer to the latest counts.
+    // stale partial frame from an earlier host, and an older agent dropped the answer to about one connect in
+    // 30 to a port idle for over 2 s (see docs/agent-protocol.md). Only the answer to the latest counts.
     const cap = opts.helloRetryMs ?? 1000;
     let retry: NodeJS.Timeout | undefined;
     const resend = (delay: number) => {
