@@ -242,7 +242,7 @@ int main(int argc, char **argv) {
       if (t->tag == TG_SIG) reap(sfd);
       else if (t->tag == TG_CHAN) {
         if (pf[i].revents & POLLOUT) flush_out();
-        if ((pf[i].revents & (POLLHUP | POLLERR)) && !(pf[i].revents & POLLIN) && mode == M_PORT) g.hostless = 1;
+        if ((pf[i].revents & (POLLHUP | POLLERR)) && !(pf[i].revents & POLLIN) && mode == M_PORT) g.hostless = 1, g.host_open = 0;
         else if (pf[i].revents & (POLLIN | POLLHUP | POLLERR)) handle_input();
       } else if (t->tag == TG_LISTEN) {
         int c = accept4(listen_fd, NULL, NULL, SOCK_CLOEXEC);

@@ -12,7 +12,9 @@ import { strayQemuPid } from '../layout.js';
 import { ForkPointStore } from '../registry/fork-points.js';
 import { pidAlive, type MachineRecord } from '../registry/machines.js';
 import type { MachineService } from '../service.js';
+import { diskUsage } from '../usage.js';
 import { forkDir, forkMemFile, removeForkFiles } from './cleanup.js';
+import { discardTakenSpare } from './spare.js';
 
 const forkOwnerSchema = z.object({
   pid: z.number().int(),
@@ -37,32 +39,28 @@ export function claimForkDir(home: string, forkId: string, owner: Omit<ForkOwner
 }
 
 /**
- * The parent of a fork that died: its unused next overlay goes. A fork killed in the pause may have moved the
- * parent's QEMU onto that overlay before the registry heard (then the registry learns it now), and leaves
- * the parent stopped (then it runs again: no clone will ever take that state), unless a held fork's clones
- * map its memory.
+ * The parent of a fork that died. The overlay the fork made for it goes, unless it is now a layer of the
+ * parent's disk (a later fork froze it) or the top QEMU writes to: a fork killed in the pause may have moved
+ * the parent's QEMU onto it before the registry heard, and then the registry learns it now. A parent that
+ * fork left stopped runs again (no clone will ever take that state), unless a later fork (a held one) has
+ * paused it since.
  */
-async function recoverParent(svc: MachineService, parent: MachineRecord, forkId: string): Promise<void> {
-  const next = path.join(svc.layout(parent).dir, `disk-${forkId}.qcow2`);
-  if (parent.diskFile !== path.basename(next)) {
-    if (openBy(parent.pid, next)) svc.store.update(parent.id, { diskFile: path.basename(next) });
-    else fs.rmSync(next, { force: true });
+async function recoverParent(svc: MachineService, parent: MachineRecord, forkId: string, since: number): Promise<void> {
+  const layout = svc.layout(parent);
+  const next = path.resolve(layout.dir, `disk-${forkId}.qcow2`);
+  const alive = pidAlive(parent.pid) && strayQemuPid(layout) === parent.pid;
+  const insp = alive ? await svc.engine.fork?.inspect(layout).catch(() => null) : null;
+  if (insp?.diskFile && path.resolve(insp.diskFile) === next) {
+    if (parent.diskFile !== path.basename(next)) svc.store.update(parent.id, { diskFile: path.basename(next) });
+  } else if (alive && !insp) {
+    // cannot tell what QEMU runs on: leave everything as it is for a later ls
+    return;
+  } else if (!(diskUsage(layout.disk)?.chain ?? []).some((f) => path.resolve(f) === next)) {
+    fs.rmSync(next, { force: true });
   }
-  const held = new ForkPointStore(svc.store.db).list().some((fp) => fp.machine === parent.id && !fp.memOwned);
-  if (parent.state === 'running' && pidAlive(parent.pid) && !held) {
-    await svc.engine.fork?.resumeAbandoned(svc.layout(parent)).catch(() => false);
-  }
-}
-
-function openBy(pid: number | null, file: string): boolean {
-  if (!pidAlive(pid) || !fs.existsSync(file)) return false;
-  try {
-    const real = fs.realpathSync(file);
-    return fs.readdirSync(`/proc/${pid}/fd`).some((fd) => {
-      try { return fs.readlinkSync(`/proc/${pid}/fd/${fd}`) === real; } catch { return false; }
-    });
-  } catch {
-    return true; // cannot tell: keep it
+  const later = new ForkPointStore(svc.store.db).list().some((fp) => fp.machine === parent.id && fp.createdAt >= since);
+  if (parent.state === 'running' && insp && !insp.running && !later) {
+    await svc.engine.fork?.resumeAbandoned(layout).catch(() => false);
   }
 }
 
@@ -89,16 +87,24 @@ export async function sweepAbandonedForks(svc: MachineService): Promise<string[]
     if (points.get(id)) continue; // recorded: released with its last clone
     const dir = path.join(root, id);
     const owner = readOwner(dir);
-    if (owner ? pidAlive(owner.pid) : Date.now() - fs.statSync(dir).mtimeMs < UNOWNED_GRACE_MS) continue;
-    const parent = owner && svc.store.find(owner.parent);
+    let since: number;
+    try {
+      since = fs.statSync(owner ? path.join(dir, 'owner.json') : dir).mtimeMs;
+    } catch {
+      continue; // released meanwhile
+    }
+    if (owner ? pidAlive(owner.pid) : Date.now() - since < UNOWNED_GRACE_MS) continue;
+    const found = owner && svc.store.find(owner.parent);
     let unlock = () => {};
     try {
-      if (parent) unlock = svc.store.lock(parent.id, 'sweep', parent.name);
+      if (found) unlock = svc.store.lock(found.id, 'sweep', found.name);
     } catch {
       continue; // another smol works on the parent (its own fork or pack pauses it): the next ls sweeps this
     }
     try {
-      await sweepOne(svc, id, owner, parent);
+      // read again under the lock: a start, stop or fork may have finished meanwhile
+      const parent = found ? svc.store.find(found.id) : null;
+      await sweepOne(svc, id, owner, parent, since);
     } finally {
       unlock();
     }
@@ -107,14 +113,8 @@ export async function sweepAbandonedForks(svc: MachineService): Promise<string[]
   return swept;
 }
 
-async function sweepOne(svc: MachineService, id: string, owner: ForkOwner | null, parent: MachineRecord | null): Promise<void> {
-  if (owner?.spare && !svc.store.find(owner.spare)) {
-    const layout = svc.layout({ id: owner.spare });
-    const pid = strayQemuPid(layout);
-    if (pid) await svc.engine.terminate(pid, layout, 0).catch(() => undefined);
-    fs.rmSync(layout.dir, { recursive: true, force: true });
-    fs.rmSync(layout.runDir, { recursive: true, force: true });
-  }
-  if (parent) await recoverParent(svc, parent, id);
+async function sweepOne(svc: MachineService, id: string, owner: ForkOwner | null, parent: MachineRecord | null, since: number): Promise<void> {
+  if (owner?.spare && !svc.store.find(owner.spare)) await discardTakenSpare(svc, { id: owner.spare }).catch(() => undefined);
+  if (parent) await recoverParent(svc, parent, id, since);
   removeForkFiles({ stateFile: path.join(forkDir(svc.home, id), 'state'), memFile: forkMemFile(id), memOwned: true });
 }

@@ -23,6 +23,8 @@ export function releaseForkPoints(store: MachineStore): ForkPointRecord[] {
 }
 
 export function removeForkFiles(fp: Pick<ForkPointRecord, 'stateFile' | 'memFile' | 'memOwned'>): void {
+  // first: a directory left half-removed must not look like a fork in progress (fork/abandoned.ts)
+  fs.rmSync(path.join(path.dirname(fp.stateFile), 'owner.json'), { force: true });
   fs.rmSync(path.dirname(fp.stateFile), { recursive: true, force: true });
   if (fp.memOwned) fs.rmSync(fp.memFile, { force: true });
 }

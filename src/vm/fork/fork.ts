@@ -17,7 +17,7 @@ import { createCloneDisk, prelaunchClone, startClone, type CloneJob, type CloneO
 import { identifyAndRelease, waitForReady } from './guest.js';
 import { assertCompatible } from './identity.js';
 import { cloneEnv, cloneNames, parentEnv } from './plan.js';
-import { discardSpare, startSpare, takeSpare, type Spare } from './spare.js';
+import { discardSpare, discardTakenSpare, startSpare, takeSpare, type Spare } from './spare.js';
 
 export interface ForkOptions {
   count?: number;
@@ -66,6 +66,7 @@ export async function forkMachine(svc: MachineService, nameOrId: string, o: Fork
   let fp: ForkPointRecord | undefined;
   let forkId = newMachineId();
   let nextDisk = '';
+  let spare: Spare | null = null;
   try {
     const layout = svc.layout(parent);
     const insp = await ops.inspect(layout);
@@ -79,13 +80,14 @@ export async function forkMachine(svc: MachineService, nameOrId: string, o: Fork
     assertCompatible(insp.vm, await ops.identity(insp.vm.memoryMiB), `fork of "${parent.name}"`);
     // a held parent's clones map its own memory file, which no spare maps; a clone parent has no spares
     const shared = insp.memory === 'shared';
-    let spare: Spare | null = null;
     // recorded before any of the fork's files exist, so a fork killed half-way is swept up by the next ls
     const claim = (id: string, spareId: string | null) => claimForkDir(svc.home, id, { parent: parent.id, spare: spareId });
     if (shared && !o.hold) spare = await takeSpare(svc, parent, insp.diskFile, (s) => claim(s.forkId, s.id));
     else await discardSpare(svc, parent);
     if (spare) forkId = spare.forkId;
     else claim(forkId, null);
+    // named now, so a failure from here on removes it (the spare made it already)
+    nextDisk = path.join(layout.dir, `disk-${forkId}.qcow2`);
     const ids = cloneEnv({ parent: parent.name, forkId, names, user: o.env ?? {} });
     for (const c of ids) {
       const rec = svc.store.insert({
@@ -100,7 +102,6 @@ export async function forkMachine(svc: MachineService, nameOrId: string, o: Fork
       await waitForReady(parentCh.ch, o.readyTimeoutMs ?? 300_000);
     }
     const dir = forkDir(svc.home, forkId);
-    nextDisk = path.join(layout.dir, `disk-${forkId}.qcow2`);
     // a clone's RAM is private, so its state carries the RAM and clones start from an empty (sparse) template
     const memFile = shared && o.hold ? layout.memFile : forkMemFile(forkId);
     // the clones map it from their launch on; a copy of the parent's RAM replaces its (unread) holes in the pause
@@ -143,6 +144,7 @@ export async function forkMachine(svc: MachineService, nameOrId: string, o: Fork
     fp = new ForkPointStore(svc.store.db).insert({
       id: forkId, machine: parent.id, frozenDisk: cap.frozenDisk, memFile, memOwned: memFile !== layout.memFile, stateFile: path.join(dir, 'state'), vm: insp.vm,
     }, clones.map((c) => c.rec.id));
+    fs.rmSync(path.join(dir, 'owner.json'), { force: true }); // recorded: no longer the sweep's
     const parentRelease = o.hold ? Promise.resolve(0) : identifyAndRelease(pch, null, parentEnv(parent.name, forkId, names.length)).catch(() => 0);
     const outcomes = await Promise.all(jobs.map((j, i) => startClone(svc, ops, { ...j, stateFile: fp!.stateFile, pausedAt }, pre[i])));
     const parentReleased = await parentRelease;
@@ -162,6 +164,9 @@ export async function forkMachine(svc: MachineService, nameOrId: string, o: Fork
     };
   } catch (err) {
     await discardFailed(svc, clones, clones.map(() => ({ ok: false })));
+    // a spare taken before its clone's row existed is nobody's now
+    const taken = spare;
+    if (taken && !clones.some((c) => c.rec.id === taken.id)) await discardTakenSpare(svc, taken).catch(() => undefined);
     // an overlay made ahead (by the spare, or before a failure) that the parent never moved onto
     if (nextDisk && svc.store.find(parent.id)?.diskFile !== path.basename(nextDisk)) fs.rmSync(nextDisk, { force: true });
     if (!fp) fs.rmSync(forkDir(svc.home, forkId), { recursive: true, force: true });

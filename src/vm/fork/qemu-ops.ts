@@ -109,8 +109,8 @@ export function createQemuForkOps(getBackend: () => Promise<VmBackend>): ForkOps
         if ((await qmp.execute<{ running: boolean }>('query-status')).running) return false;
         // a save the dead fork started may still be writing its (now unwanted) state file
         const m = await qmp.execute<MigrateInfo>('query-migrate');
-        if (m.status === 'active' || m.status === 'setup' || m.status === 'device') {
-          await qmp.execute('migrate_cancel');
+        if (m.status === 'active' || m.status === 'setup' || m.status === 'device' || m.status === 'cancelling') {
+          if (m.status !== 'cancelling') await qmp.execute('migrate_cancel');
           await waitMigration(qmp, 10_000, 'cancelling the abandoned save').catch(() => undefined);
         }
         await qmp.execute('cont');

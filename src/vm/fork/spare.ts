@@ -103,6 +103,15 @@ export async function discardStaleSpare(svc: MachineService, rec: MachineRecord)
   }
 }
 
+/** Kills a spare a fork took but never gave a registry row (it failed first); its fork removes the rest. */
+export async function discardTakenSpare(svc: MachineService, s: Pick<Spare, 'id'>): Promise<void> {
+  const layout = svc.layout({ id: s.id });
+  const pid = strayQemuPid(layout);
+  if (pid) await svc.engine.terminate(pid, layout, 0);
+  fs.rmSync(layout.dir, { recursive: true, force: true });
+  fs.rmSync(layout.runDir, { recursive: true, force: true });
+}
+
 /** Kills the spare's QEMU and removes its files (nothing references them). */
 export async function discardSpare(svc: MachineService, parent: MachineRecord): Promise<void> {
   const file = spareFile(svc, parent);

@@ -133,6 +133,19 @@ describe('smol fork (real QEMU)', () => {
     expect(fs.existsSync(path.join(home, 'machines', spare.id))).toBe(false);
     expect(fs.readdirSync(pDir)).not.toContain(`disk-${spare.forkId}.qcow2`);
     expect(newShm()).not.toContain(`smol-fork-${spare.forkId}.mem`);
+    // a stale record of a dead fork whose overlay is now a layer of the parent's disk (a later fork froze it,
+    // say an rm killed while releasing its point): the sweep keeps the layer and the parent's top
+    const chain = ((await status('p')).usage.disk.chain as string[]).map((f) => path.basename(f));
+    const layer = chain.find((f, i) => i > 0 && /^disk-[0-9a-f]+\.qcow2$/.test(f));
+    expect(layer).toBeDefined();
+    const staleId = layer!.slice(5, -6);
+    fs.mkdirSync(path.join(home, 'forks', staleId), { recursive: true });
+    fs.writeFileSync(path.join(home, 'forks', staleId, 'owner.json'), JSON.stringify({ pid: 999_999_999, parent: (await status('p')).id, spare: null }));
+    expect((await smol(['machine', 'ls'], { home })).code).toBe(0);
+    expect(fs.existsSync(path.join(pDir, layer!))).toBe(true);
+    expect(((await status('p')).usage.disk.chain as string[]).map((f) => path.basename(f))).toEqual(chain);
+    expect(fs.existsSync(path.join(home, 'forks', staleId))).toBe(false);
+    expect(await sh('p', 'echo ok')).toBe('ok\n');
   });
 
   it('forks a fork (its RAM is private, so the state carries it)', async () => {
