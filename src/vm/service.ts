@@ -13,7 +13,7 @@ import { machineLayout, shmHasRoom, strayQemuPid, AGENT_PORTS, type MachineLayou
 import { MachineStore, newMachineId, pidAlive, type MachineRecord } from './registry/machines.js';
 import { isOrphan, reconcile } from './reconcile.js';
 import { installForkHelper } from './fork/guest.js';
-import { discardSpare, discardStaleSpare, startSpare } from './fork/spare.js';
+import { discardSpare, hasSpare, startSpare } from './fork/spare.js';
 import { sweepAbandonedForks } from './fork/abandoned.js';
 import { releaseForkPoints } from './fork/cleanup.js';
 import { resumePlanFile } from './boot-files.js';
@@ -306,9 +306,19 @@ export class MachineService {
    */
   private async releaseCrashed(rec: MachineRecord): Promise<void> {
     const layout = this.layout(rec);
-    if (strayQemuPid(layout)) return;
-    await discardStaleSpare(this, rec);
-    if (this.store.lockHolder(rec.id) === null) fs.rmSync(layout.memFile, { force: true });
+    if (strayQemuPid(layout) || !(hasSpare(this, rec) || fs.existsSync(layout.memFile))) return;
+    let unlock: () => void;
+    try {
+      unlock = this.store.lock(rec.id, 'release', rec.name);
+    } catch {
+      return; // another smol works on it (a start makes all of this anew)
+    }
+    try {
+      await discardSpare(this, rec);
+      fs.rmSync(layout.memFile, { force: true });
+    } finally {
+      unlock();
+    }
   }
 
   /** The record as it really is: a running machine whose QEMU is gone is crashed. */

@@ -13,7 +13,7 @@ import { ForkPointStore } from '../registry/fork-points.js';
 import { pidAlive, type MachineRecord } from '../registry/machines.js';
 import type { MachineService } from '../service.js';
 import { diskUsage } from '../usage.js';
-import { forkDir, forkMemFile, removeForkFiles } from './cleanup.js';
+import { forkDir, forkOwnerFile, removeUnrecordedFork } from './cleanup.js';
 import { discardTakenSpare } from './spare.js';
 
 const forkOwnerSchema = z.object({
@@ -32,7 +32,7 @@ const UNOWNED_GRACE_MS = 60_000;
 export function claimForkDir(home: string, forkId: string, owner: Omit<ForkOwner, 'pid'>): string {
   const dir = forkDir(home, forkId);
   fs.mkdirSync(dir, { recursive: true });
-  const file = path.join(dir, 'owner.json');
+  const file = forkOwnerFile(home, forkId);
   fs.writeFileSync(`${file}.tmp`, JSON.stringify({ pid: process.pid, ...owner } satisfies ForkOwner));
   fs.renameSync(`${file}.tmp`, file);
   return dir;
@@ -64,9 +64,9 @@ async function recoverParent(svc: MachineService, parent: MachineRecord, forkId:
   }
 }
 
-function readOwner(dir: string): ForkOwner | null {
+function readOwner(file: string): ForkOwner | null {
   try {
-    return forkOwnerSchema.parse(JSON.parse(fs.readFileSync(path.join(dir, 'owner.json'), 'utf8')));
+    return forkOwnerSchema.parse(JSON.parse(fs.readFileSync(file, 'utf8')));
   } catch {
     return null;
   }
@@ -85,11 +85,11 @@ export async function sweepAbandonedForks(svc: MachineService): Promise<string[]
   const swept: string[] = [];
   for (const id of ids) {
     if (points.get(id)) continue; // recorded: released with its last clone
-    const dir = path.join(root, id);
-    const owner = readOwner(dir);
+    const ownerFile = forkOwnerFile(svc.home, id);
+    const owner = readOwner(ownerFile);
     let since: number;
     try {
-      since = fs.statSync(owner ? path.join(dir, 'owner.json') : dir).mtimeMs;
+      since = fs.statSync(owner ? ownerFile : forkDir(svc.home, id)).mtimeMs;
     } catch {
       continue; // released meanwhile
     }
@@ -116,5 +116,5 @@ export async function sweepAbandonedForks(svc: MachineService): Promise<string[]
 async function sweepOne(svc: MachineService, id: string, owner: ForkOwner | null, parent: MachineRecord | null, since: number): Promise<void> {
   if (owner?.spare && !svc.store.find(owner.spare)) await discardTakenSpare(svc, { id: owner.spare }).catch(() => undefined);
   if (parent) await recoverParent(svc, parent, id, since);
-  removeForkFiles({ stateFile: path.join(forkDir(svc.home, id), 'state'), memFile: forkMemFile(id), memOwned: true });
+  removeUnrecordedFork(svc.home, id);
 }

@@ -8,6 +8,13 @@ export function forkDir(home: string, forkId: string): string {
   return path.join(home, 'forks', forkId);
 }
 
+const OWNER_FILE = 'owner.json';
+
+/** Where a fork in progress records itself (fork/abandoned.ts); gone once its fork point is recorded. */
+export function forkOwnerFile(home: string, forkId: string): string {
+  return path.join(forkDir(home, forkId), OWNER_FILE);
+}
+
 export function forkMemFile(forkId: string): string {
   return path.join('/dev/shm', `smol-fork-${forkId}.mem`);
 }
@@ -22,9 +29,14 @@ export function releaseForkPoints(store: MachineStore): ForkPointRecord[] {
   return released;
 }
 
+/** The files of a fork that never recorded its fork point: its directory and its clones' template. */
+export function removeUnrecordedFork(home: string, forkId: string): void {
+  removeForkFiles({ stateFile: path.join(forkDir(home, forkId), 'state'), memFile: forkMemFile(forkId), memOwned: true });
+}
+
 export function removeForkFiles(fp: Pick<ForkPointRecord, 'stateFile' | 'memFile' | 'memOwned'>): void {
   // first: a directory left half-removed must not look like a fork in progress (fork/abandoned.ts)
-  fs.rmSync(path.join(path.dirname(fp.stateFile), 'owner.json'), { force: true });
+  fs.rmSync(path.join(path.dirname(fp.stateFile), OWNER_FILE), { force: true });
   fs.rmSync(path.dirname(fp.stateFile), { recursive: true, force: true });
   if (fp.memOwned) fs.rmSync(fp.memFile, { force: true });
 }

@@ -11,7 +11,7 @@ import { ForkPointStore, type ForkPointRecord } from '../registry/fork-points.js
 import { newMachineId, type MachineRecord } from '../registry/machines.js';
 import type { MachineService } from '../service.js';
 import { claimForkDir } from './abandoned.js';
-import { forkDir, forkMemFile, removeForkFiles } from './cleanup.js';
+import { forkDir, forkMemFile, forkOwnerFile, removeUnrecordedFork } from './cleanup.js';
 import { dieAt } from './faults.js';
 import { createCloneDisk, prelaunchClone, startClone, type CloneJob, type CloneOutcome } from './clone.js';
 import { identifyAndRelease, waitForReady } from './guest.js';
@@ -144,7 +144,7 @@ export async function forkMachine(svc: MachineService, nameOrId: string, o: Fork
     fp = new ForkPointStore(svc.store.db).insert({
       id: forkId, machine: parent.id, frozenDisk: cap.frozenDisk, memFile, memOwned: memFile !== layout.memFile, stateFile: path.join(dir, 'state'), vm: insp.vm,
     }, clones.map((c) => c.rec.id));
-    fs.rmSync(path.join(dir, 'owner.json'), { force: true }); // recorded: no longer the sweep's
+    fs.rmSync(forkOwnerFile(svc.home, forkId), { force: true }); // recorded: no longer the sweep's
     const parentRelease = o.hold ? Promise.resolve(0) : identifyAndRelease(pch, null, parentEnv(parent.name, forkId, names.length)).catch(() => 0);
     const outcomes = await Promise.all(jobs.map((j, i) => startClone(svc, ops, { ...j, stateFile: fp!.stateFile, pausedAt }, pre[i])));
     const parentReleased = await parentRelease;
@@ -169,8 +169,7 @@ export async function forkMachine(svc: MachineService, nameOrId: string, o: Fork
     if (taken && !clones.some((c) => c.rec.id === taken.id)) await discardTakenSpare(svc, taken).catch(() => undefined);
     // an overlay made ahead (by the spare, or before a failure) that the parent never moved onto
     if (nextDisk && svc.store.find(parent.id)?.diskFile !== path.basename(nextDisk)) fs.rmSync(nextDisk, { force: true });
-    if (!fp) fs.rmSync(forkDir(svc.home, forkId), { recursive: true, force: true });
-    if (!fp) removeForkFiles({ stateFile: path.join(forkDir(svc.home, forkId), 'state'), memFile: forkMemFile(forkId), memOwned: true });
+    if (!fp) removeUnrecordedFork(svc.home, forkId);
     throw err;
   } finally {
     parentCh?.ch.close();

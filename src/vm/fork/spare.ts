@@ -26,6 +26,7 @@ const spareSchema = z.object({
 export type Spare = z.infer<typeof spareSchema>;
 
 const spareFile = (svc: MachineService, parent: MachineRecord) => path.join(svc.layout(parent).dir, 'spare.json');
+export const hasSpare = (svc: MachineService, parent: MachineRecord) => fs.existsSync(spareFile(svc, parent));
 /** Named as fork.ts names the overlay a fork moves the parent onto. */
 const nextOverlay = (svc: MachineService, parent: MachineRecord, forkId: string) => path.join(svc.layout(parent).dir, `disk-${forkId}.qcow2`);
 
@@ -85,28 +86,12 @@ export async function takeSpare(svc: MachineService, parent: MachineRecord, back
 }
 
 /**
- * The spare of a machine whose QEMU died (crashed: no stop or rm discarded it) would wait for a fork that
- * cannot come; `ls` discards it. Skipped while another smol works on the machine.
+ * Kills a spare's QEMU and removes its machine dirs: the part of discarding it that a fork which took the
+ * spare but never gave it a registry row (it failed first) still owes; the fork removes the rest.
  */
-export async function discardStaleSpare(svc: MachineService, rec: MachineRecord): Promise<void> {
-  if (rec.state !== 'crashed' || !fs.existsSync(spareFile(svc, rec))) return;
-  let unlock: () => void;
-  try {
-    unlock = svc.store.lock(rec.id, 'discard spare', rec.name);
-  } catch {
-    return;
-  }
-  try {
-    await discardSpare(svc, rec);
-  } finally {
-    unlock();
-  }
-}
-
-/** Kills a spare a fork took but never gave a registry row (it failed first); its fork removes the rest. */
 export async function discardTakenSpare(svc: MachineService, s: Pick<Spare, 'id'>): Promise<void> {
   const layout = svc.layout({ id: s.id });
-  const pid = strayQemuPid(layout);
+  const pid = strayQemuPid(layout); // from QEMU's pidfile: also found when smol died before recording it
   if (pid) await svc.engine.terminate(pid, layout, 0);
   fs.rmSync(layout.dir, { recursive: true, force: true });
   fs.rmSync(layout.runDir, { recursive: true, force: true });
@@ -117,11 +102,7 @@ export async function discardSpare(svc: MachineService, parent: MachineRecord): 
   const file = spareFile(svc, parent);
   const s = read(file);
   if (!s) return void fs.rmSync(file, { force: true });
-  const layout = svc.layout({ id: s.id });
-  const pid = strayQemuPid(layout); // from QEMU's pidfile: also found when smol died before recording it
-  if (pid) await svc.engine.terminate(pid, layout, 0);
-  fs.rmSync(layout.dir, { recursive: true, force: true });
-  fs.rmSync(layout.runDir, { recursive: true, force: true });
+  await discardTakenSpare(svc, s);
   fs.rmSync(forkMemFile(s.forkId), { force: true });
   // never the layer the parent runs on: a fork that took this spare has already dropped spare.json, but be sure
   const next = nextOverlay(svc, parent, s.forkId);
