@@ -2,7 +2,7 @@
  * The only module that imports execa (DESIGN.md §7). Everything that starts a subprocess goes through here,
  * so timeouts, signal forwarding and error wording stay consistent.
  */
-import { spawnSync } from 'node:child_process';
+import { fork, spawnSync, type ChildProcess } from 'node:child_process';
 import { constants } from 'node:fs';
 import { access, stat } from 'node:fs/promises';
 import path from 'node:path';
@@ -100,6 +100,17 @@ export async function spawn(file: string, args: readonly string[], opts: SpawnOp
     cleanup: !opts.detached,
   }) as Child;
   return { child };
+}
+
+/**
+ * A Node module in a child process with an IPC channel, for daemons that keep helper processes of their
+ * own. `fds` become the child's fds 3, 4, … (e.g. a listening socket it should accept on).
+ */
+export function forkNode(module: string | URL, o: { execArgv?: string[]; env?: Record<string, string | undefined>; fds?: number[] } = {}): ChildProcess {
+  return fork(module, [], {
+    execArgv: o.execArgv ?? [], env: { ...process.env, ...o.env },
+    stdio: ['ignore', 'inherit', 'inherit', ...(o.fds ?? []), 'ipc'],
+  });
 }
 
 /** The path `file` resolves to on PATH (or itself when it is an existing executable path), like `command -v`. */

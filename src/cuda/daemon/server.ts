@@ -1,15 +1,19 @@
 /**
- * The GPU daemon: accepts guest connections and gives each its own worker thread (its own session and
- * CUDA context), so the main event loop never sits on the hot path. Also serves a small control socket
- * that `smol gpu status --json` reads.
+ * The GPU daemon: binds the guest endpoint and gives each guest connection a process of its own
+ * (session-process.ts: its own session, CUDA contexts and driver state), so one guest's kernel fault or
+ * crash cannot reach another, and the main event loop never sits on the hot path. Also serves a small
+ * control socket that `smol gpu status --json` reads.
  */
-import { spawnWorker } from './spawn.js';
+import type { ChildProcess } from 'node:child_process';
 import net from 'node:net';
 import fs from 'node:fs';
+import os from 'node:os';
 import path from 'node:path';
 import { GpuError, UserError } from '../../errors/index.js';
 import { formatEndpoint, parseEndpoint, type Endpoint } from '../protocol/index.js';
 import { STAT } from './session.js';
+import { spawnSessionProcess } from './spawn.js';
+import type { SessionMessage, SessionProcessConfig } from './session-process.js';
 
 export interface GpuDaemonOptions {
   /** unix:PATH, tcp:HOST:PORT or vsock:PORT */
@@ -22,12 +26,17 @@ export interface GpuDaemonOptions {
   control?: string;
 }
 
-export interface SessionStatus { id: number; startedAt: string; calls: number; memBytes: number; allocations: number; asyncErrors: number }
+export interface SessionStatus { id: number; pid: number; startedAt: string; calls: number; memBytes: number; allocations: number; asyncErrors: number }
 export interface GpuDaemonStatus {
   endpoint: string; libcuda: string; pid: number; quotaBytes: number | null;
   sessions: SessionStatus[]; closedSessions: number; lastClose?: { id: number; reason: string; cleanupMs: number };
 }
 export interface GpuDaemon { endpoint: string; control?: string; status(): GpuDaemonStatus; close(): Promise<void> }
+
+/** How long stopping sessions may take before their processes are killed outright. */
+const STOP_GRACE_MS = 800;
+/** A spare that keeps dying (a broken driver) is restarted no faster than this. */
+const RESPAWN_MS = 1000;
 
 export async function startGpuDaemon(opts: GpuDaemonOptions): Promise<GpuDaemon> {
   const ep = parseEndpoint(opts.listen);
@@ -39,33 +48,81 @@ export async function startGpuDaemon(opts: GpuDaemonOptions): Promise<GpuDaemon>
   try { loadCudaDriver(libcuda); } catch (err) {
     throw new GpuError(`gpu serve failed: cannot load ${libcuda}: ${(err as Error).message}`, { cause: err, hint: 'Is the NVIDIA driver installed? Pass --libcuda PATH.' });
   }
+  const { sys, sockaddr } = await import('./driver/sys.js');
+  const io = sys();
   if (ep.kind === 'unix') { fs.mkdirSync(path.dirname(ep.path), { recursive: true }); fs.rmSync(ep.path, { force: true }); }
+  let listenFd = -1;
+  try {
+    const { family, addr } = sockaddr(ep);
+    listenFd = io.socket(family);
+    io.bindListen(listenFd, addr, 128);
+  } catch (err) {
+    if (listenFd >= 0) io.close(listenFd);
+    throw new GpuError(`gpu serve failed: cannot listen on ${opts.listen}: ${(err as Error).message}`, { cause: err });
+  }
+  const statsDir = fs.mkdtempSync(path.join(os.tmpdir(), 'smol-gpu-stats-'));
   const quota = opts.quotaBytes ?? Number.MAX_SAFE_INTEGER;
 
-  const acceptor = spawnWorker('acceptor-worker', { endpoint: ep, libcuda, quotaBytes: quota });
-  await new Promise<void>((resolve, reject) => {
-    acceptor.once('error', reject);
-    acceptor.on('message', function first(m: { type: string; message?: string }) {
-      if (m.type === 'listening') { acceptor.off('message', first); resolve(); }
-      if (m.type === 'error') reject(new GpuError(`gpu serve failed: cannot listen on ${opts.listen}: ${m.message}`));
-    });
-  });
-
-  interface Live { id: number; stats: Float64Array; startedAt: Date }
+  interface Live { id: number; proc: ChildProcess; startedAt: Date }
   const live = new Map<number, Live>();
-  let closedSessions = 0;
+  let closedSessions = 0, nextId = 1, stopping = false;
   let lastClose: GpuDaemonStatus['lastClose'];
-  acceptor.on('message', (m: { type: string; id: number; stats: SharedArrayBuffer; reason: string; cleanupMs: number }) => {
-    if (m.type === 'session') live.set(m.id, { id: m.id, stats: new Float64Array(m.stats), startedAt: new Date() });
-    if (m.type === 'closed') { live.delete(m.id); closedSessions++; lastClose = { id: m.id, reason: m.reason, cleanupMs: m.cleanupMs }; }
-  });
+  let spare: ChildProcess | undefined;
+  const noteClosed = (id: number, reason: string, cleanupMs: number) => {
+    if (!live.delete(id)) return;
+    closedSessions++;
+    lastClose = { id, reason, cleanupMs };
+  };
 
+  let firstReady: (err?: Error) => void = () => {};
+  const ready = new Promise<void>((resolve, reject) => { firstReady = (err) => (err ? reject(err) : resolve()); });
+  const spawnSpare = (): void => {
+    if (stopping) return;
+    const id = nextId++;
+    const cfg: SessionProcessConfig = { libcuda, quotaBytes: quota, statsDir, sessionId: id, nodelay: ep.kind === 'tcp' };
+    const proc = spawnSessionProcess(listenFd, { SMOL_GPU_SESSION: JSON.stringify(cfg) });
+    spare = proc;
+    let session = false, closed = false;
+    proc.on('message', (m: SessionMessage) => {
+      if (m.type === 'ready') firstReady();
+      if (m.type === 'session') {
+        session = true;
+        live.set(id, { id, proc, startedAt: new Date() });
+        if (spare === proc) { spare = undefined; spawnSpare(); }
+      }
+      if (m.type === 'closed') { closed = true; noteClosed(id, m.reason, m.cleanupMs); }
+    });
+    proc.on('exit', (code, signal) => {
+      if (spare === proc) spare = undefined;
+      if (session && !closed) noteClosed(id, stopping ? 'daemon stopped' : `session process ended (${signal ?? `exit ${code}`})`, 0);
+      fs.rmSync(path.join(statsDir, String(id)), { force: true });
+      if (!session && !stopping) {
+        firstReady(new GpuError(`gpu serve failed: a session process could not start (${signal ?? `exit ${code}`})`));
+        setTimeout(spawnSpare, RESPAWN_MS).unref();
+      }
+    });
+  };
+  spawnSpare();
+  try { await ready; } catch (err) { stopping = true; spare?.kill('SIGKILL'); io.close(listenFd); fs.rmSync(statsDir, { recursive: true, force: true }); throw err; }
+
+  const statsBuf = Buffer.alloc(STAT.size * 8);
+  const readStats = (id: number): Float64Array => {
+    const st = new Float64Array(STAT.size);
+    try {
+      const fd = fs.openSync(path.join(statsDir, String(id)), 'r');
+      try { if (fs.readSync(fd, statsBuf, 0, statsBuf.length, 0) === statsBuf.length) st.set(new Float64Array(statsBuf.buffer.slice(statsBuf.byteOffset, statsBuf.byteOffset + statsBuf.length))); } finally { fs.closeSync(fd); }
+    } catch { /* not written yet, or gone */ }
+    return st;
+  };
   const status = (): GpuDaemonStatus => ({
     endpoint: formatEndpoint(ep), libcuda, pid: process.pid, quotaBytes: opts.quotaBytes ?? null,
-    sessions: [...live.values()].map((s) => ({
-      id: s.id, startedAt: s.startedAt.toISOString(), calls: s.stats[STAT.calls], memBytes: s.stats[STAT.memBytes],
-      allocations: s.stats[STAT.allocs], asyncErrors: s.stats[STAT.asyncErrors],
-    })),
+    sessions: [...live.values()].map((s) => {
+      const st = readStats(s.id);
+      return {
+        id: s.id, pid: s.proc.pid ?? 0, startedAt: s.startedAt.toISOString(), calls: st[STAT.calls], memBytes: st[STAT.memBytes],
+        allocations: st[STAT.allocs], asyncErrors: st[STAT.asyncErrors],
+      };
+    }),
     closedSessions, lastClose,
   });
 
@@ -79,13 +136,21 @@ export async function startGpuDaemon(opts: GpuDaemonOptions): Promise<GpuDaemon>
 
   let closing: Promise<void> | undefined;
   const close = () => closing ??= (async () => {
-    const stopped = new Promise<void>((r) => acceptor.once('exit', () => r()));
-    acceptor.postMessage({ type: 'stop' });
-    await Promise.race([stopped, new Promise<void>((r) => setTimeout(r, 8000).unref())]);
-    await acceptor.terminate();
+    stopping = true;
+    spare?.kill('SIGKILL');
+    io.close(listenFd);
+    if (ep.kind === 'unix') fs.rmSync(ep.path, { force: true });
+    // A session process ends on SIGTERM: its guest sees the connection close, and the driver frees
+    // the process's device memory and contexts as it exits.
+    const procs = [...live.values()].map((s) => s.proc).filter((p) => p.exitCode === null && p.signalCode === null);
+    const exited = procs.map((p) => new Promise<void>((r) => p.once('exit', () => r())));
+    for (const p of procs) p.kill('SIGTERM');
+    const timer = setTimeout(() => { for (const p of procs) p.kill('SIGKILL'); }, STOP_GRACE_MS);
+    await Promise.all(exited);
+    clearTimeout(timer);
     if (control) await new Promise<void>((r) => control!.close(() => r()));
     if (opts.control) fs.rmSync(opts.control, { force: true });
-    if (ep.kind === 'unix') fs.rmSync(ep.path, { force: true });
+    fs.rmSync(statsDir, { recursive: true, force: true });
   })();
 
   return { endpoint: formatEndpoint(ep as Endpoint), control: opts.control, status, close };

@@ -1,6 +1,6 @@
 /**
  * One guest process's view of the GPU: its handles, allocations, quota and pending async error.
- * Runs inside the session's worker thread; `dispatch` executes one decoded frame against the driver.
+ * Runs inside the session's own process; `dispatch` executes one decoded frame against the driver.
  * Every handle and device pointer a guest names is looked up in this session's own tables first, so a
  * guest can reach only what it created (the real driver would crash the daemon on a forged handle).
  */

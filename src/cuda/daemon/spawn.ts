@@ -1,13 +1,13 @@
-/** Starts the daemon's worker threads, from compiled JS or (in development and tests) from TS source. */
-import { Worker } from 'node:worker_threads';
+/** Starts the daemon's session processes, from compiled JS or (in development and tests) from TS source. */
+import type { ChildProcess } from 'node:child_process';
+import { forkNode } from '../../util/exec.js';
 
 const ext = import.meta.url.endsWith('.ts') ? '.ts' : '.js';
 
-/** Worker threads do not inherit tsx's loader, so from source they register it first. */
-export function spawnWorker(name: string, workerData: unknown): Worker {
-  const url = new URL(`./${name}${ext}`, import.meta.url);
-  if (ext === '.js') return new Worker(url, { workerData });
-  const api = import.meta.resolve('tsx/esm/api');
-  const code = `import(${JSON.stringify(api)}).then((m) => { m.register(); return import(${JSON.stringify(url.href)}); })`;
-  return new Worker(code, { eval: true, workerData });
+/** A session process (session-process.ts) that accepts its guest on `listenFd`. */
+export function spawnSessionProcess(listenFd: number, env: Record<string, string>): ChildProcess {
+  const url = new URL(`./session-process${ext}`, import.meta.url);
+  // From source, the child needs tsx's loader; compiled, it needs nothing (and not the parent's flags).
+  const execArgv = ext === '.ts' ? ['--import', import.meta.resolve('tsx')] : [];
+  return forkNode(url, { execArgv, env, fds: [listenFd] });
 }

@@ -1,41 +1,30 @@
 /**
- * Worker-thread entry: owns one guest connection (a socket fd) and the CUDA context(s) of that guest.
- * Reads frames with blocking syscalls, executes them in order, batches replies, and frees everything
- * when the connection ends. Frames that break the protocol end this session only.
+ * The frame loop of one guest connection: reads frames with blocking syscalls, executes them in order
+ * against the session, batches replies, and frees everything when the connection ends. Frames that break
+ * the protocol end this session only. Runs in the session's own process (session-process.ts).
  */
-import fs from 'node:fs';
-import { parentPort, workerData } from 'node:worker_threads';
-import { loadCudaDriver } from './driver/cuda.js';
 import { sys } from './driver/sys.js';
 import { OP, OP_ROWS, PROTOCOL } from '../protocol/index.js';
 import { ProtocolViolation, Session, u64, type Reply } from './session.js';
 
-interface Init { fd: number; libcuda: string; quotaBytes: number; stats: SharedArrayBuffer; sessionId: number }
-/** Spare workers start without a connection and wait for one (so a new guest does not wait for a
- *  thread, a module graph and the driver to load). */
-const init = workerData as Init;
 const HDR = PROTOCOL.headerSize;
 const MAX = PROTOCOL.maxPayload;
 const nargs = new Int32Array(256).fill(-1);
-for (const r of OP_ROWS) nargs[r.id] = r.nargs;
+const nouts = new Int32Array(256).fill(0);
+for (const r of OP_ROWS) { nargs[r.id] = r.nargs; nouts[r.id] = r.nouts; }
 
-const drv = loadCudaDriver(init.libcuda);
+export interface LoopResult { reason: string; cleanupMs: number }
 
-function main(): string {
+/** Serves `fd` until the guest hangs up. */
+export function serveConnection(fd: number, session: Session): LoopResult {
   const io = sys();
-  const session = new Session(drv, {
-    quotaBytes: init.quotaBytes, stats: new Float64Array(init.stats), maxPayload: MAX, sessionId: init.sessionId,
-    paramSource: process.env.SMOL_CUDA_PARAM_LAYOUT === 'image' ? 'image' : 'driver',
-    // A direct write: this thread spends its life in blocking reads, so a stream might never flush.
-    log: (line) => { try { fs.writeSync(2, `smol gpu: session ${init.sessionId}: ${line}\n`); } catch { /* no stderr */ } },
-  });
   const rbuf = Buffer.allocUnsafeSlow(2 * (MAX + HDR));
   const wbuf = Buffer.allocUnsafeSlow(MAX + HDR + 4096);
   let start = 0, end = 0, wlen = 0;
   const args: number[] = [];
   let reason = 'guest disconnected';
 
-  const flush = (): boolean => { const ok = wlen === 0 || io.writeAll(init.fd, wbuf, 0, wlen); wlen = 0; return ok; };
+  const flush = (): boolean => { const ok = wlen === 0 || io.writeAll(fd, wbuf, 0, wlen); wlen = 0; return ok; };
   const put = (op: number, seq: number, rep: Reply): boolean => {
     const blobLen = rep.blob ? rep.blobLen ?? rep.blob.length : 0;
     const len = rep.outs.length * 8 + blobLen;
@@ -56,7 +45,7 @@ function main(): string {
         rbuf.copy(rbuf, 0, start, end); end -= start; start = 0;
       }
       if (!flush()) { reason = 'write failed'; break; }
-      const n = io.read(init.fd, rbuf, end, rbuf.length - end);
+      const n = io.read(fd, rbuf, end, rbuf.length - end);
       if (n <= 0) break;
       end += n;
       while (end - start >= HDR) {
@@ -83,7 +72,7 @@ function main(): string {
         if (!isAsync && session.pending && op !== 1) {
           session.dispatch(3, [], blob);
           const r = session.pending; session.pending = 0;
-          if (!put(op, seq, { status: r, outs: new Array(OP_ROWS.find((x) => x.id === op)?.nouts ?? 0).fill(0) })) { reason = 'write failed'; break; }
+          if (!put(op, seq, { status: r, outs: new Array(nouts[op]).fill(0) })) { reason = 'write failed'; break; }
           continue;
         }
         const rep = session.dispatch(op, args, blob);
@@ -98,20 +87,8 @@ function main(): string {
     }
   } catch (err) {
     reason = err instanceof ProtocolViolation ? `protocol violation: ${err.message}` : `daemon error: ${(err as Error).stack ?? err}`;
-  } finally {
-    const t = performance.now();
-    session.cleanup();
-    io.close(init.fd);
-    cleanupMs = performance.now() - t;
   }
-  return reason;
+  const t = performance.now();
+  try { session.cleanup(); } finally { io.close(fd); }
+  return { reason, cleanupMs: performance.now() - t };
 }
-
-let cleanupMs = 0;
-function run(): void {
-  const reason = main();
-  parentPort!.postMessage({ type: 'closed', reason, cleanupMs });
-  parentPort!.close();
-}
-if (init.fd >= 0) run();
-else parentPort!.once('message', (m: Pick<Init, 'fd' | 'stats' | 'sessionId'>) => { Object.assign(init, m); run(); });
