@@ -3,7 +3,6 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <signal.h>
-#include <spawn.h>
 #include <stdio.h>
 #include <sys/stat.h>
 #include <stdlib.h>
@@ -90,37 +89,48 @@ static const char *resolve(const char *file, char **envp, char *buf, size_t n) {
   return NULL;
 }
 
-/* posix_spawn uses CLONE_VFORK: no page-table copy of the agent, which matters under TCG. */
+/* vfork: no page-table copy of the agent, which matters under TCG. Not posix_spawn: glibc's leaves its
+ * two internal signals (32, 33) SIG_IGN in the child, and SIG_IGN survives exec, so every program
+ * would start with them ignored. Here the child resets every ignored signal to its default, whatever
+ * the agent inherited (the extra-port agents are started with `&` by a non-interactive sh, which
+ * ignores SIGINT and SIGQUIT), unblocks everything, and execs; exec resets handled signals itself. */
 static int spawn(struct exec_req *q, char **envp, int tty, const char *slave, int in, int out, int err, pid_t *pid, const char **what) {
   char buf[4096];
   const char *file = resolve(q->argv[0], envp, buf, sizeof buf);
   if (!file) { *what = "not found in PATH"; return errno; }
   if (q->cwd[0] && access(q->cwd, X_OK) < 0) { *what = "working directory"; return errno; }
-  posix_spawn_file_actions_t fa;
-  posix_spawnattr_t at;
-  sigset_t none, def;
+  sigset_t all, old, none;
+  sigfillset(&all);
   sigemptyset(&none);
-  sigemptyset(&def);
-  sigaddset(&def, SIGPIPE);
-  posix_spawnattr_init(&at);
-  posix_spawnattr_setflags(&at, POSIX_SPAWN_SETSID | POSIX_SPAWN_SETSIGMASK | POSIX_SPAWN_SETSIGDEF);
-  posix_spawnattr_setsigmask(&at, &none);
-  posix_spawnattr_setsigdefault(&at, &def);
-  posix_spawn_file_actions_init(&fa);
-  if (tty) { /* a session leader opening a tty without O_NOCTTY acquires it as controlling terminal */
-    posix_spawn_file_actions_addopen(&fa, 0, slave, O_RDWR, 0);
-    posix_spawn_file_actions_adddup2(&fa, 0, 1);
-    posix_spawn_file_actions_adddup2(&fa, 0, 2);
-  } else {
-    posix_spawn_file_actions_adddup2(&fa, in, 0);
-    posix_spawn_file_actions_adddup2(&fa, out, 1);
-    posix_spawn_file_actions_adddup2(&fa, err, 2);
+  /* No handler of the agent's may run in the child while it shares the agent's memory. */
+  sigprocmask(SIG_BLOCK, &all, &old);
+  volatile int child_err = 0;
+  volatile const char *child_what = "spawn";
+  pid_t p = vfork();
+  if (p == 0) {
+    struct sigaction dfl = { .sa_handler = SIG_DFL };
+    for (int sig = 1; sig < NSIG; sig++) {
+      struct sigaction cur;
+      if (sig == SIGKILL || sig == SIGSTOP || sigaction(sig, NULL, &cur) < 0) continue; /* 32, 33: glibc's */
+      if (cur.sa_handler == SIG_IGN) sigaction(sig, &dfl, NULL);
+    }
+    if (setsid() < 0) { child_err = errno; child_what = "setsid"; _exit(127); }
+    if (tty) { /* a session leader opening a tty without O_NOCTTY acquires it as controlling terminal */
+      int fd = open(slave, O_RDWR);
+      if (fd < 0 || dup2(fd, 0) < 0 || dup2(fd, 1) < 0 || dup2(fd, 2) < 0) { child_err = errno; child_what = "tty"; _exit(127); }
+      if (fd > 2) close(fd);
+    } else if (dup2(in, 0) < 0 || dup2(out, 1) < 0 || dup2(err, 2) < 0) { child_err = errno; child_what = "dup2"; _exit(127); }
+    if (q->cwd[0] && chdir(q->cwd) < 0) { child_err = errno; child_what = "working directory"; _exit(127); }
+    sigprocmask(SIG_SETMASK, &none, NULL);
+    execve(file, q->argv, envp);
+    child_err = errno; child_what = "spawn";
+    _exit(127);
   }
-  if (q->cwd[0]) posix_spawn_file_actions_addchdir_np(&fa, q->cwd);
-  int rc = posix_spawn(pid, file, &fa, &at, q->argv, envp);
-  posix_spawn_file_actions_destroy(&fa);
-  posix_spawnattr_destroy(&at);
-  *what = "spawn";
+  int rc = p < 0 ? errno : child_err;
+  sigprocmask(SIG_SETMASK, &old, NULL);
+  *what = (const char *)child_what;
+  if (p > 0 && rc) waitpid(p, NULL, 0); /* the child failed before exec: reap it here, report the errno */
+  *pid = p;
   return rc;
 }
 

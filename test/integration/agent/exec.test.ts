@@ -78,6 +78,24 @@ describe('agent exec over a unix socket', () => {
     });
   });
 
+  it('starts every command with all signals at their default and none blocked, whatever the agent inherited', async () => {
+    // The extra-port agents are started with `&` by a non-interactive sh, which ignores SIGINT and SIGQUIT.
+    const ignoring = await startAgent([], ['sh', '-c', 'trap "" INT QUIT TERM USR1; exec "$0" "$@"']);
+    const c = await connect(ignoring);
+    try {
+      const agentStatus = readFileSync(`/proc/${ignoring.proc.pid}/status`, 'utf8');
+      expect(agentStatus).toMatch(/^SigIgn:\s*0*[1-9a-f][0-9a-f]*$/m); // the agent itself does ignore some
+      const runs = await Promise.all([0, 1, 2].map(() => c.run({ argv: ['sh', '-c', 'grep -E "^Sig(Ign|Blk)" /proc/self/status'] })));
+      for (const r of runs) {
+        expect(r.code).toBe(0);
+        expect(r.stdout.toString()).toBe("SigBlk:\t0000000000000000\nSigIgn:\t0000000000000000\n");
+      }
+    } finally {
+      c.close();
+      await ignoring.stop();
+    }
+  });
+
   it('streams 64 MiB of stdout under flow control with bounded memory', async () => {
     const s = client.exec({ argv: ['head', '-c', String(64 * 1024 * 1024), '/dev/zero'] });
     let total = 0;
