@@ -1,6 +1,6 @@
 /** The one place where errors become messages and exit codes (shadcn's handleError). */
 import fs from 'node:fs';
-import chalk from 'chalk';
+import { chalkStderr as chalk } from 'chalk';
 import { ZodError } from 'zod';
 import { ExitCode, SmolError, ValidationError, mapFsError } from '../errors/index.js';
 import { smolHome } from '../util/paths.js';

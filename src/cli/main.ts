@@ -4,6 +4,7 @@
  * per invocation, which `smol run` and `smol machine exec` pay on every call.
  */
 import { Command, CommanderError } from 'commander';
+import { applyColorPolicy } from './color.js';
 import { handleError } from './handle-error.js';
 
 type Register = (program: Command) => void;
@@ -51,6 +52,7 @@ async function programFor(argv: string[]): Promise<Command> {
 }
 
 export async function main(argv: string[]): Promise<number> {
+  applyColorPolicy();
   const json = argv.includes('--json');
   // `smol … | head` closes the pipe early: that is the reader's choice, not an error (and not a stack trace)
   process.stdout.on('error', (err: NodeJS.ErrnoException) => {

@@ -1,5 +1,6 @@
 /** Rendering helpers shared by commands: --json output, tables, durations, sizes. */
 import { createRequire } from 'node:module';
+import { stdoutHasColor } from './color.js';
 
 export function printJson(value: unknown): void {
   process.stdout.write(JSON.stringify(value, null, 2) + '\n');
@@ -8,7 +9,7 @@ export function printJson(value: unknown): void {
 export function printTable(head: string[], rows: (string | number | null | undefined)[][]): void {
   // loaded on first use: its dependencies (string-width and co.) cost ~12 ms at start-up of every command
   const Table = createRequire(import.meta.url)('cli-table3') as typeof import('cli-table3');
-  const t = new Table({ head, style: { head: ['bold'], border: [] }, chars: { top: '', 'top-mid': '', 'top-left': '', 'top-right': '', bottom: '', 'bottom-mid': '', 'bottom-left': '', 'bottom-right': '', left: '', 'left-mid': '', mid: '', 'mid-mid': '', right: '', 'right-mid': '', middle: '  ' } });
+  const t = new Table({ head, style: { head: stdoutHasColor() ? ['bold'] : [], border: [] }, chars: { top: '', 'top-mid': '', 'top-left': '', 'top-right': '', bottom: '', 'bottom-mid': '', 'bottom-left': '', 'bottom-right': '', left: '', 'left-mid': '', mid: '', 'mid-mid': '', right: '', 'right-mid': '', middle: '  ' } });
   for (const r of rows) t.push(r.map((c) => (c === null || c === undefined ? '-' : String(c))));
   process.stdout.write(t.toString().split('\n').map((l) => l.trimEnd()).join('\n') + '\n');
 }
