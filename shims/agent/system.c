@@ -29,6 +29,24 @@ static int write_file(const char *rel, const uint8_t *p, uint32_t n, int newline
   return w == (ssize_t)n ? 0 : -1;
 }
 
+#define HOSTS_MARK "# written by smol (the image has no /etc/hosts)\n"
+
+/* Keeps /etc/hosts naming the current hostname, but only one smol wrote (the image had none): a
+ * restored snapshot or a clone gets a new hostname after the init wrote the file. */
+static void update_hosts(const uint8_t *name, uint32_t n) {
+  char path[4096], head[sizeof HOSTS_MARK];
+  snprintf(path, sizeof path, "%s/etc/hosts", g.sysroot ? g.sysroot : "");
+  int fd = open(path, O_RDONLY | O_CLOEXEC);
+  if (fd >= 0) {
+    ssize_t r = read(fd, head, sizeof head - 1);
+    close(fd);
+    if (r < (ssize_t)strlen(HOSTS_MARK) || memcmp(head, HOSTS_MARK, strlen(HOSTS_MARK)) != 0) return;
+  } else if (errno != ENOENT) return;
+  char text[512];
+  int len = snprintf(text, sizeof text, HOSTS_MARK "127.0.0.1\tlocalhost\n::1\tlocalhost ip6-localhost ip6-loopback\n127.0.1.1\t%.*s\n", (int)(n > 253 ? 253 : n), (const char *)name);
+  if (len > 0 && len < (int)sizeof text) write_file("/etc/hosts", (const uint8_t *)text, (uint32_t)len, 0);
+}
+
 static int add_entropy(const uint8_t *p, uint32_t n) {
   int fd = open("/dev/urandom", O_WRONLY | O_CLOEXEC);
   if (fd < 0) return -1;
@@ -119,6 +137,7 @@ void configure(uint32_t id, const uint8_t *p, uint32_t n) {
       what = "hostname";
       rc = sethostname((const char *)v, len);
       if (rc == 0) write_file("/etc/hostname", v, len, 1); /* best effort: /etc may be read-only */
+      if (rc == 0) update_hosts(v, len);
       break;
     case CFG_MACHINE_ID:
       what = "machine-id";

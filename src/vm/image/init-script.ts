@@ -26,9 +26,14 @@ mkdir -p /dev/pts /dev/shm /tmp /run
 mount -t devpts devpts /dev/pts
 mount -t tmpfs tmpfs /dev/shm
 mount -t tmpfs tmpfs /run
+# devtmpfs has none of these; bash process substitution and \`> /dev/stdout\` need them
+ln -sfn /proc/self/fd /dev/fd
+ln -sf /proc/self/fd/0 /dev/stdin; ln -sf /proc/self/fd/1 /dev/stdout; ln -sf /proc/self/fd/2 /dev/stderr
 read -r cmdline < /proc/cmdline
 arg() { for w in $cmdline; do case "$w" in "$1="*) echo "\${w#*=}"; return 0;; esac; done; return 1; }
 fail() { echo "smol-init: $*" >/dev/console; sleep 1; poweroff -f; }
+# only where the image has none; the agent keeps the hostname line current (shims/agent/system.c)
+hosts() { [ -e "$1" ] || [ -L "$1" ] || printf '# written by smol (the image has no /etc/hosts)\\n127.0.0.1\\tlocalhost\\n::1\\tlocalhost ip6-localhost ip6-loopback\\n127.0.1.1\\t%s\\n' "$(hostname)" > "$1"; }
 
 rel=$(uname -r)
 want=" core "
@@ -41,6 +46,7 @@ done < ${MODULE_LIST_PATH}
 
 ip link set lo up
 h=$(arg smol.hostname) && hostname "$h"
+mkdir -p /etc && hosts /etc/hosts
 if [ "$(arg smol.net)" = 1 ]; then
   ip link set eth0 up && ip addr add 10.0.2.15/24 dev eth0 && ip route add default via 10.0.2.2 || echo "smol-init: network setup failed" >/dev/console
   echo "nameserver 10.0.2.3" > /etc/resolv.conf
@@ -59,6 +65,7 @@ if [ -n "$root" ]; then
   mount -t ext4 "/dev/$root" /newroot || fail "cannot mount root disk /dev/$root"
   mkdir -p /newroot/.smol /newroot/proc /newroot/sys /newroot/dev /newroot/run /newroot/tmp
   cp /bin/busybox /newroot/.smol/busybox
+  [ -d /newroot/etc ] && hosts /newroot/etc/hosts
   [ -x ${AGENT_GUEST_PATH} ] && cp ${AGENT_GUEST_PATH} /newroot/.smol/smol-agent
   # images often ship resolv.conf as an absolute symlink, which cp would follow into the initramfs
   [ "$(arg smol.net)" = 1 ] && [ -d /newroot/etc ] && rm -f /newroot/etc/resolv.conf && cp /etc/resolv.conf /newroot/etc/resolv.conf

@@ -15,7 +15,7 @@ import { BUSYBOX, writeBusyboxTree } from './tree.js';
 import { sweepStaleTemps } from './tmp.js';
 
 /** Bump when the layout changes in a way the input digest cannot see. */
-const BUILDER_VERSION = 'initramfs-2';
+const BUILDER_VERSION = 'initramfs-3';
 
 export interface Initramfs {
   path: string;

@@ -15,6 +15,8 @@ import { BUSYBOX, writeBusyboxTree } from './tree.js';
 import { sweepStaleTemps } from './tmp.js';
 
 const BUILDER_VERSION = 'disk-1';
+/** Bump when writeBusyboxTree writes something else (tree-2: no /etc/hosts, the init writes it). */
+const BUSYBOX_TREE_VERSION = 'tree-2';
 
 export type ImageKind = 'default' | 'directory' | 'docker' | 'oci';
 
@@ -39,7 +41,7 @@ export function isTarballRef(ref: string): boolean {
 
 export async function resolveImage(ref: string, home: string, opts: { log?: (line: string) => void } = {}): Promise<ResolvedImage> {
   if (ref === 'default') {
-    const id = `default-${digestOf(BUILDER_VERSION, await fileDigest(BUSYBOX)).slice(0, 24)}`;
+    const id = `default-${digestOf(BUILDER_VERSION, BUSYBOX_TREE_VERSION, await fileDigest(BUSYBOX)).slice(0, 24)}`;
     return cached(home, id, 'default', 'default', async (root) => {
       await writeBusyboxTree(root);
       await writeFile(path.join(root, 'etc/smol-release'), 'smol default image (busybox)\n');

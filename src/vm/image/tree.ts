@@ -29,5 +29,5 @@ export async function writeBusyboxTree(dir: string, busybox = BUSYBOX): Promise<
   await writeFile(path.join(dir, 'etc/passwd'), 'root:x:0:0:root:/root:/bin/sh\nnobody:x:65534:65534:nobody:/nonexistent:/bin/false\n');
   await writeFile(path.join(dir, 'etc/group'), 'root:x:0:\nnogroup:x:65534:\n');
   await writeFile(path.join(dir, 'etc/hostname'), 'smol\n');
-  await writeFile(path.join(dir, 'etc/hosts'), '127.0.0.1 localhost smol\n');
+  // no etc/hosts: the init writes one naming the machine's hostname, and the agent keeps it current
 }

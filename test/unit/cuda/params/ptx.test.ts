@@ -33,11 +33,13 @@ describe('PTX .entry parameter lists', () => {
 });
 
 describe('PTX parsing of hostile text', () => {
-  it('stays linear: 4 MiB of unclosed comments, strings and parameter lists parse in well under a second', () => {
+  // Not a speed test: quadratic work on 4 MiB would take hours, linear takes ~0.1 s, so a wide bound
+  // tells them apart without failing on a loaded machine (it did at 1 s with load 15 on 2 cores).
+  it('stays linear: 4 MiB of unclosed comments, strings and parameter lists parse without quadratic work', () => {
     const started = performance.now();
     expect([...ptxParams('/*'.repeat(1 << 21))]).toEqual([]);
     expect([...ptxParams('\\"'.repeat(1 << 21))]).toEqual([]);
     expect(() => ptxParams('.entry a('.repeat(1 << 19))).toThrow(/parameter list of a is not closed/);
-    expect(performance.now() - started).toBeLessThan(1000);
+    expect(performance.now() - started).toBeLessThan(15_000);
   });
 });
