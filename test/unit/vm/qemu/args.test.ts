@@ -1,5 +1,5 @@
 import { describe, expect, it } from 'vitest';
-import { buildQemuArgs, opt, type QemuArgsInput } from '../../../../src/vm/qemu/args.js';
+import { buildQemuArgs, opt, tcgTbMiB, type QemuArgsInput } from '../../../../src/vm/qemu/args.js';
 
 const base: QemuArgsInput = {
   accel: 'tcg', kernelPath: '/k/vmlinux', initrdPath: '/k/initrd.cpio', cmdline: 'console=ttyS0',
@@ -27,7 +27,7 @@ describe('buildQemuArgs', () => {
 
   it('uses TCG without -cpu host, and KVM with it', () => {
     const tcg = buildQemuArgs(base);
-    expect(values(tcg, '-accel')).toEqual(['tcg']);
+    expect(values(tcg, '-accel')).toEqual(['tcg,tb-size=256']); // not QEMU's 1 GiB translation cache
     expect(values(tcg, '-cpu')).not.toContain('host');
     const kvm = buildQemuArgs({ ...base, accel: 'kvm' });
     expect(values(kvm, '-accel')).toEqual(['kvm']);
@@ -94,5 +94,14 @@ describe('buildQemuArgs', () => {
     expect(() => buildQemuArgs({ ...base, memoryMiB: 16 })).toThrow(/memoryMiB/);
     expect(() => buildQemuArgs({ ...base, cpus: 0 })).toThrow(/cpus/);
     expect(() => buildQemuArgs({ ...base, channel: { kind: 'serial', socketPaths: [] } })).toThrow(/at least one/);
+  });
+});
+
+describe('TCG translation cache size', () => {
+  it('is 256 MiB unless SMOL_TCG_TB_MIB names a sane size', () => {
+    expect(tcgTbMiB({})).toBe(256);
+    expect(tcgTbMiB({ SMOL_TCG_TB_MIB: '64' })).toBe(64);
+    expect(tcgTbMiB({ SMOL_TCG_TB_MIB: '0' })).toBe(256);
+    expect(tcgTbMiB({ SMOL_TCG_TB_MIB: 'lots' })).toBe(256);
   });
 });
