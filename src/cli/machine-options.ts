@@ -1,6 +1,8 @@
 /** Flags shared by `smol run` and `smol machine create`, and how they become a machine spec. */
 import ms from 'ms';
 import { z } from 'zod';
+import { looksLikeImageReference } from '../util/image-ref.js';
+import fs from 'node:fs';
 import type { Command } from 'commander';
 import { Option } from 'commander';
 import { ValidationError } from '../errors/index.js';
@@ -69,7 +71,12 @@ export function specFromFlags(opts: unknown): Smolfile {
   });
 }
 
-const pathOf = (p: string) => (p.startsWith('/') ? p : `${process.cwd()}/${p}`);
+/** A flag's image path is relative to the cwd; a registry reference (`debian:bookworm`) stays one unless such a path exists. */
+const pathOf = (p: string) => {
+  if (p.startsWith('/')) return p;
+  const abs = `${process.cwd()}/${p}`;
+  return looksLikeImageReference(p) && !fs.existsSync(abs) ? p : abs;
+};
 
 /** The flags of every command that runs one guest command in the terminal (run, machine exec, pack run). */
 export const terminalFlags = { timeout: durationSchema.optional(), interactive: z.boolean().optional(), tty: z.boolean().optional() };

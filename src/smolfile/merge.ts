@@ -1,5 +1,7 @@
 /** CLI flags over a Smolfile: scalars from flags win, lists and env concatenate (flags last). */
+import fs from 'node:fs';
 import path from 'node:path';
+import { looksLikeImageReference } from '../util/image-ref.js';
 import type { Smolfile } from './schema.js';
 import { smolfileSchema } from './schema.js';
 
@@ -34,8 +36,12 @@ export function mergeSpec(base: Smolfile | undefined, baseDir: string | undefine
   };
 }
 
-/** Image paths in a Smolfile are relative to the Smolfile, not to the caller's cwd. */
+/**
+ * Image paths in a Smolfile are relative to the Smolfile, not to the caller's cwd. A registry reference
+ * (`debian:bookworm`) stays one unless a path of that name exists there.
+ */
 function resolveImageRef(ref: string, baseDir: string | undefined): string {
   if (ref === 'default' || !baseDir || path.isAbsolute(ref)) return ref;
-  return path.resolve(baseDir, ref);
+  const abs = path.resolve(baseDir, ref);
+  return looksLikeImageReference(ref) && !fs.existsSync(abs) ? ref : abs;
 }

@@ -8,6 +8,7 @@ import path from 'node:path';
 import { dataPaths } from '../../util/paths.js';
 import { NotFoundError, ValidationError, mapFsError } from '../../errors/index.js';
 import { digestOf, fileDigest, treeDigest } from './digest.js';
+import { isTarballRef, looksLikeImageReference } from '../../util/image-ref.js';
 import { buildExt4Qcow2 } from './ext4.js';
 import { applyLayer } from './layers.js';
 import { unpackImageTarball, type ImageRunConfig } from './tarball.js';
@@ -35,9 +36,7 @@ export interface ResolvedImage {
 
 const EMPTY_CONFIG: ImageRunConfig = { env: [], entrypoint: [], cmd: [], workingDir: '', user: '' };
 
-export function isTarballRef(ref: string): boolean {
-  return /\.(tar|tar\.gz|tgz|tar\.zst)$/i.test(ref);
-}
+export { isTarballRef };
 
 export async function resolveImage(ref: string, home: string, opts: { log?: (line: string) => void } = {}): Promise<ResolvedImage> {
   if (ref === 'default') {
@@ -51,9 +50,9 @@ export async function resolveImage(ref: string, home: string, opts: { log?: (lin
   const abs = path.resolve(ref);
   const st = await stat(abs).catch(() => null);
   if (!st) {
-    const looksLikeRegistry = !isTarballRef(ref) && !/^[./~]/.test(ref) && /^[a-z0-9][a-z0-9._/-]*(:[\w.-]+)?$/i.test(ref);
+    const looksLikeRegistry = looksLikeImageReference(ref);
     throw new NotFoundError(`image ${JSON.stringify(ref)} not found`, {
-      where: abs,
+      where: looksLikeRegistry ? undefined : abs,
       hint: looksLikeRegistry
         ? 'Registry pulls are not supported yet: use `docker save -o image.tar NAME` and pass image.tar, or a rootfs directory.'
         : 'Pass `default`, a rootfs directory, or a docker-save/OCI .tar file.',

@@ -110,6 +110,14 @@ describe('smol run: bad input', () => {
     expect(r.stderr).toMatch(/nope/);
   });
 
+  it('keeps a registry reference a reference: the error names it as written, with the registry hint', async () => {
+    const r = await smol(['run', '--image', 'debian:bookworm', '--', 'true'], { home, cwd: home });
+    expect(r.code).toBe(66);
+    expect(r.stderr).toContain('image "debian:bookworm" not found');
+    expect(r.stderr).not.toContain(path.join(home, 'debian:bookworm'));
+    expect(r.stderr).toMatch(/hint: Registry pulls/);
+  });
+
   it('explains a missing QEMU', async () => {
     // a PATH with a shell and nothing else: QEMU cannot be found
     const bin = fs.mkdtempSync(path.join(home, 'bin-'));

@@ -70,4 +70,11 @@ describe('mergeSpec', () => {
     expect(m.init).toEqual(['one', 'two']);
     expect(m.image).toBe('/proj/img');
   });
+
+  it('keeps a registry reference a reference unless a path of that name exists (#20.7)', () => {
+    expect(mergeSpec(parseSmolfile('image: debian:bookworm'), '/nonexistent-proj', {}).image).toBe('debian:bookworm');
+    expect(mergeSpec(parseSmolfile('image: rootfs'), '/nonexistent-proj', {}).image).toBe('rootfs');
+    expect(mergeSpec(parseSmolfile('image: rootfs'), '/', {}).image).toBe('rootfs');
+    expect(mergeSpec(parseSmolfile('image: tmp'), '/', {}).image).toBe('/tmp'); // a directory there wins
+  });
 });
