@@ -257,7 +257,8 @@ export class MachineService {
   }
 
   /** With cascade, clones (and theirs) go first; without it a machine with clones is refused (their disks sit on its). */
-  async remove(nameOrId: string, o: { force?: boolean; cascade?: boolean } = {}): Promise<void> {
+  /** Returns the names removed: with `cascade`, the clones (depth first) before the machine itself. */
+  async remove(nameOrId: string, o: { force?: boolean; cascade?: boolean } = {}): Promise<string[]> {
     const rec = this.refresh(this.store.get(nameOrId));
     const clones = this.store.children(rec.id);
     if (clones.length && !o.cascade) {
@@ -266,7 +267,8 @@ export class MachineService {
     if ((rec.state === 'running' || rec.state === 'starting') && !o.force) {
       throw new ConflictError(`machine "${rec.name}" is running`, { hint: `Stop it first (smol machine stop ${rec.name}) or use --force.` });
     }
-    for (const c of clones) await this.remove(c.id, o);
+    const removed: string[] = [];
+    for (const c of clones) removed.push(...await this.remove(c.id, o));
     const unlock = this.store.lock(rec.id, 'rm', rec.name);
     try {
       await this.halt(rec, 0);
@@ -276,6 +278,8 @@ export class MachineService {
     } finally {
       unlock();
     }
+    removed.push(rec.name);
+    return removed;
   }
 
   /**

@@ -190,7 +190,14 @@ describe('smol fork (real QEMU)', () => {
     const refused = await smol(['machine', 'rm', '--force', 'p'], { home });
     expect(refused.code).toBe(67);
     expect(refused.stderr).toMatch(/has 3 clones[\s\S]*--cascade/);
-    expect((await smol(['machine', 'rm', '--force', '--cascade', 'p'], { home })).code).toBe(0);
+    const family = (json((await smol(['machine', 'ls', '--json'], { home })).stdout) as { name: string }[]).map((m) => m.name);
+    const rm = await smol(['machine', 'rm', '--force', '--cascade', 'p'], { home });
+    expect(rm.code).toBe(0);
+    // every machine removed is named, each clone before its parent
+    const said = rm.stdout.trim().split('\n');
+    expect([...said].sort()).toEqual([...family].sort());
+    expect(said.at(-1)).toBe('p');
+    expect(said.indexOf('p-1-1')).toBeLessThan(said.indexOf('p-1'));
     expect(json((await smol(['machine', 'ls', '--json'], { home })).stdout)).toEqual([]);
     expect(qemuProcessesMentioning(home)).toEqual([]);
     expect(fs.readdirSync(path.join(home, 'machines'))).toEqual([]);

@@ -13,9 +13,10 @@ export function register(parent: Command): void {
       const svc = machineService();
       const removed: string[] = [];
       for (const n of names) {
-        await svc.remove(n, { force: opts.force, cascade: opts.cascade });
-        removed.push(n);
-        if (!opts.json) process.stdout.write(`${n}\n`);
+        // with --cascade, every clone removed is named too, before its parent
+        const gone = await svc.remove(n, { force: opts.force, cascade: opts.cascade });
+        removed.push(...gone);
+        if (!opts.json) process.stdout.write(gone.map((g) => `${g}\n`).join(''));
       }
       if (opts.json) printJson({ removed });
     });
