@@ -7,7 +7,8 @@ import { mkdir, mkdtemp, readFile, rename, rm, stat, writeFile } from 'node:fs/p
 import path from 'node:path';
 import { dataPaths } from '../../util/paths.js';
 import { NotFoundError, ValidationError, mapFsError } from '../../errors/index.js';
-import { digestOf, fileDigest, treeDigest } from './digest.js';
+import { digestOf, fileDigest } from './digest.js';
+import { cachedTreeDigest } from './tree-digest-cache.js';
 import { isTarballRef, looksLikeImageReference } from '../../util/image-ref.js';
 import { buildExt4Qcow2 } from './ext4.js';
 import { applyLayer } from './layers.js';
@@ -59,7 +60,7 @@ export async function resolveImage(ref: string, home: string, opts: { log?: (lin
     });
   }
   if (st.isDirectory()) {
-    const id = `dir-${digestOf(BUILDER_VERSION, await treeDigest(abs)).slice(0, 24)}`;
+    const id = `dir-${digestOf(BUILDER_VERSION, await cachedTreeDigest(abs, path.join(dataPaths(home).cache, 'tree-digests.json'))).slice(0, 24)}`;
     return cached(home, id, 'directory', abs, null, opts.log);
   }
   if (st.isFile() && isTarballRef(abs)) {

@@ -1,0 +1,49 @@
+import fs from 'node:fs';
+import os from 'node:os';
+import path from 'node:path';
+import { afterAll, describe, expect, it } from 'vitest';
+import { treeDigest } from '../../../../src/vm/image/digest.js';
+import { cachedTreeDigest } from '../../../../src/vm/image/tree-digest-cache.js';
+
+const tmp = fs.mkdtempSync(path.join(os.tmpdir(), 'smol-tdc-'));
+afterAll(() => fs.rmSync(tmp, { recursive: true, force: true }));
+const tree = path.join(tmp, 'rootfs'), cache = path.join(tmp, 'cache', 'tree-digests.json');
+fs.mkdirSync(path.join(tree, 'etc'), { recursive: true });
+fs.writeFileSync(path.join(tree, 'etc', 'conf'), 'aaaa');
+fs.symlinkSync('etc/conf', path.join(tree, 'link'));
+
+describe('tree digests cached by stat fingerprint', () => {
+  it('equals the content digest, and a second call is answered from the cache', async () => {
+    const d = await cachedTreeDigest(tree, cache);
+    expect(d).toBe(await treeDigest(tree));
+    // prove the hit path: an unchanged tree gets whatever the cache holds for it
+    const all = JSON.parse(fs.readFileSync(cache, 'utf8'));
+    all[tree].content = 'from-the-cache';
+    fs.writeFileSync(cache, JSON.stringify(all));
+    expect(await cachedTreeDigest(tree, cache)).toBe('from-the-cache');
+  });
+
+  it('sees a same-size edit whose mtime was put back (ctime moved)', async () => {
+    const f = path.join(tree, 'etc', 'conf');
+    const st = fs.statSync(f);
+    fs.writeFileSync(f, 'bbbb');
+    fs.utimesSync(f, st.atime, st.mtime);
+    const d = await cachedTreeDigest(tree, cache);
+    expect(d).not.toBe('from-the-cache');
+    expect(d).toBe(await treeDigest(tree));
+  });
+
+  it('sees an added file, a mode change and a retargeted link', async () => {
+    for (const change of [
+      () => fs.writeFileSync(path.join(tree, 'new'), ''),
+      () => fs.chmodSync(path.join(tree, 'etc', 'conf'), 0o600),
+      () => { fs.unlinkSync(path.join(tree, 'link')); fs.symlinkSync('new', path.join(tree, 'link')); },
+    ]) {
+      const before = await cachedTreeDigest(tree, cache);
+      change();
+      const after = await cachedTreeDigest(tree, cache);
+      expect(after).not.toBe(before);
+      expect(after).toBe(await treeDigest(tree));
+    }
+  });
+});
