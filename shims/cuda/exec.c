@@ -203,9 +203,9 @@ static CUresult launch_dims(int dev, unsigned gx, unsigned gy, unsigned gz, unsi
 EXPORT CUresult cuLaunchKernel(smol_func *f, unsigned gx, unsigned gy, unsigned gz, unsigned bx, unsigned by, unsigned bz,
                                unsigned smem, void *s, void **params, void **extra) {
   if (!fn_ok(f)) return CUDA_ERROR_INVALID_HANDLE;
-  CUresult r = smol_need_ctx(); if (r) return r;
-  uint64_t sid;
-  r = launch_dims(smol_current()->dev, gx, gy, gz, bx, by, bz, smem); if (!r) r = smol_stream_arg(s, &sid); if (r) return r;
+  smol_ctx *c; uint64_t sid;
+  CUresult r = smol_ctx_arg(&c); if (r) return r;
+  r = launch_dims(c->dev, gx, gy, gz, bx, by, bz, smem); if (!r) r = smol_stream_arg(s, &sid); if (r) return r;
   if (f->nparams == 0xffffffffu) {
     if (!__atomic_exchange_n(&f->warned, 1, __ATOMIC_RELAXED))
       smol_log("cuLaunchKernel of %s failed: CUDA_ERROR_NOT_SUPPORTED: %s", f->name, f->why ? f->why : "the host gives no parameter layout");
@@ -226,7 +226,7 @@ EXPORT CUresult cuLaunchKernel(smol_func *f, unsigned gx, unsigned gy, unsigned 
     if (pb) memcpy(buf, pb, psz < f->argbytes ? psz : f->argbytes);
   } else if (f->nparams) return CUDA_ERROR_INVALID_VALUE;
   uint64_t a[9] = { f->id, gx, gy, gz, bx, by, bz, smem, sid };
-  return smol_fire(SMOL_OP_LAUNCH_KERNEL, a, 9, buf, f->argbytes);
+  return smol_fire_ctx(c->id, SMOL_OP_LAUNCH_KERNEL, a, 9, buf, f->argbytes);
 }
 typedef struct { unsigned gx, gy, gz, bx, by, bz, smem; void *stream; void *attrs; unsigned nattrs; } launch_config;
 EXPORT CUresult cuLaunchKernelEx(const launch_config *c, smol_func *f, void **params, void **extra) {

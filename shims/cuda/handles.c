@@ -12,12 +12,13 @@
 
 #define EMPTY 0u
 #define TOMB 1u
-typedef struct { size_t cap; uintptr_t slot[]; } table_t;
-static table_t *g_tab;
+typedef smol_handle_table table_t;
+smol_handle_table *smol_handles;
+#define g_tab smol_handles
 static size_t g_used; /* live + tombstones */
 static pthread_mutex_t g_hmu = PTHREAD_MUTEX_INITIALIZER;
 
-static size_t hash(uintptr_t k) { return (size_t)((k >> 4) * 0x9E3779B97F4A7C15ull >> 20); }
+#define hash smol_handle_hash
 
 static table_t *new_table(size_t cap) { table_t *t = calloc(1, sizeof *t + cap * sizeof(uintptr_t)); t->cap = cap; return t; }
 
@@ -54,12 +55,6 @@ static size_t find(table_t *t, uintptr_t key) {
     if (v == EMPTY) break;
   }
   return (size_t)-1;
-}
-
-int smol_handle_ok(const void *p, unsigned kind) {
-  if (!p || ((uintptr_t)p & 15)) return 0;
-  table_t *t = __atomic_load_n(&g_tab, __ATOMIC_ACQUIRE);
-  return t && find(t, (uintptr_t)p | kind) != (size_t)-1;
 }
 
 /* Removes the handle if it is live; 0 if it was not (already destroyed, never ours, another kind). */

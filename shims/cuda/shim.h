@@ -48,7 +48,21 @@ extern const unsigned smol_proc_count;
 /* handles.c: what the shim handed out, so bad arguments fail locally with the driver's own code */
 enum { SMOL_H_CTX = 1, SMOL_H_MODULE = 2, SMOL_H_LIBRARY = 3, SMOL_H_FUNC = 4, SMOL_H_STREAM = 5, SMOL_H_EVENT = 6 };
 void smol_handle_add(const void *p, unsigned kind);
-int smol_handle_ok(const void *p, unsigned kind);
+typedef struct { size_t cap; uintptr_t slot[]; } smol_handle_table;
+extern smol_handle_table *smol_handles;
+static inline size_t smol_handle_hash(uintptr_t k) { return (size_t)((k >> 4) * 0x9E3779B97F4A7C15ull >> 20); }
+/* Lock-free lookup (inline: a launch checks its function on every call). */
+static inline int smol_handle_ok(const void *p, unsigned kind) {
+  uintptr_t key = (uintptr_t)p | kind;
+  smol_handle_table *t = __atomic_load_n(&smol_handles, __ATOMIC_ACQUIRE);
+  if (!p || ((uintptr_t)p & 15) || !t) return 0;
+  for (size_t i = smol_handle_hash(key) & (t->cap - 1), n = 0; n < t->cap; i = (i + 1) & (t->cap - 1), n++) {
+    uintptr_t v = __atomic_load_n(&t->slot[i], __ATOMIC_ACQUIRE);
+    if (v == key) return 1;
+    if (!v) return 0;
+  }
+  return 0;
+}
 int smol_handle_take(const void *p, unsigned kind);
 void smol_track_alloc(CUdeviceptr p, size_t n, int owned);
 int smol_untrack_alloc(CUdeviceptr p);
@@ -60,6 +74,7 @@ CUresult smol_connect(void);
 CUresult smol_call(uint16_t op, const uint64_t *args, int nargs, const void *blob, size_t bloblen,
                    uint64_t *outs, int nouts, void *out, size_t outcap, size_t *outlen);
 CUresult smol_fire(uint16_t op, const uint64_t *args, int nargs, const void *blob, size_t bloblen);
+CUresult smol_fire_ctx(uint64_t ctx, uint16_t op, const uint64_t *args, int nargs, const void *blob, size_t bloblen);
 uint64_t smol_mint(uint64_t kind);
 void smol_log(const char *fmt, ...);
 CUresult smol_unsupported(const char *name);
@@ -71,6 +86,13 @@ extern int smol_inited;
 CUresult smol_need_init(void);  /* NOT_INITIALIZED before a successful cuInit */
 CUresult smol_need_ctx(void);   /* ... and INVALID_CONTEXT without a current context */
 smol_ctx *smol_current(void);
+/* The current context, or the error a call needing one returns (one TLS read on the hot path: a
+ * context can only be current after cuInit). */
+static inline CUresult smol_ctx_arg(smol_ctx **out) {
+  if ((*out = smol_current())) return CUDA_SUCCESS;
+  CUresult r = smol_need_ctx();
+  return r ? r : CUDA_ERROR_INVALID_CONTEXT;
+}
 uint64_t smol_current_id(void);
 smol_ctx *smol_primary(int dev);
 
