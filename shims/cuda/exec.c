@@ -17,6 +17,7 @@ CUresult smol_stream_arg(void *s, uint64_t *id) {
 static int mod_ok(smol_module *m) { return smol_handle_ok(m, SMOL_H_MODULE) || smol_handle_ok(m, SMOL_H_LIBRARY); }
 static int fn_ok(smol_func *f) { return smol_handle_ok(f, SMOL_H_FUNC); }
 static int ev_ok(smol_event *e) { return smol_handle_ok(e, SMOL_H_EVENT); }
+static pthread_mutex_t g_fn_mu = PTHREAD_MUTEX_INITIALIZER; /* modules' function lists */
 static void *obj_alloc(size_t n) { void *p = aligned_alloc(16, (n + 15) & ~(size_t)15); memset(p, 0, n); return p; }
 
 /* Bytes of a fatbin, fatbin wrapper, cubin (ELF) or PTX image; the wrapper is unwrapped because its
@@ -72,6 +73,10 @@ EXPORT CUresult cuLibraryLoadFromFile(smol_module **l, const char *path, void *j
 static CUresult unload(smol_module *m, int lib) {
   CUresult r = smol_need_init(); if (r) return r;
   if (!smol_handle_take(m, lib ? SMOL_H_LIBRARY : SMOL_H_MODULE)) return CUDA_ERROR_INVALID_HANDLE;
+  /* its functions and kernels go with it (their structs stay: a stale handle reads as invalid) */
+  pthread_mutex_lock(&g_fn_mu);
+  for (smol_func *f = m->funcs; f; f = f->next_in_mod) smol_handle_take(f, SMOL_H_FUNC);
+  pthread_mutex_unlock(&g_fn_mu);
   uint64_t id = m->id; m->magic = 0; free(m);
   return smol_fire(lib ? SMOL_OP_LIBRARY_UNLOAD : SMOL_OP_MODULE_UNLOAD, &id, 1, NULL, 0);
 }
@@ -102,7 +107,10 @@ static CUresult get_fn(smol_func **out, smol_module *m, const char *name, int ke
   pthread_mutex_unlock(&mu);
   if (r) { free(f); return r; }
   f->name = strdup(name);
+  pthread_mutex_lock(&g_fn_mu);
+  f->next_in_mod = m->funcs; m->funcs = f;
   smol_handle_add(f, SMOL_H_FUNC);
+  pthread_mutex_unlock(&g_fn_mu);
   *out = f; return CUDA_SUCCESS;
 }
 EXPORT CUresult cuModuleGetFunction(smol_func **f, smol_module *m, const char *name) { return get_fn(f, m, name, 0); }

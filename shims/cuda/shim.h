@@ -27,13 +27,14 @@ enum {
 
 /* Handles are 16-byte aligned: the handle set keeps a kind in the low bits. */
 typedef struct __attribute__((aligned(16))) smol_ctx { uint32_t magic; int dev; int primary; int refs; unsigned flags; uint64_t id; } smol_ctx;
-typedef struct smol_module { uint32_t magic; int lib; uint64_t id; } smol_module;
-typedef struct smol_func {
-  uint32_t magic; int kernel; uint64_t id; smol_module *mod;
+typedef struct smol_func smol_func;
+typedef struct smol_module { uint32_t magic; int lib; uint64_t id; smol_func *funcs; /* looked up in it */ } smol_module;
+struct smol_func {
+  uint32_t magic; int kernel; uint64_t id; smol_module *mod; smol_func *next_in_mod;
   unsigned nparams; unsigned argbytes; uint32_t *layout; /* offset,size pairs */
   char *name;
   char *why; int warned; /* nparams == ~0u: why the host cannot tell the layout; logged at the first launch */
-} smol_func;
+};
 typedef struct smol_stream { uint32_t magic; uint64_t id; unsigned flags; int priority; } smol_stream;
 typedef struct smol_event { uint32_t magic; uint64_t id; unsigned flags; int recorded; } smol_event;
 
