@@ -68,14 +68,15 @@ if [ -x "$P/runtime_vecadd_static" ]; then
 else
   rows+=("runtime API programs               SKIP   (nvcc not found)")
 fi
-# Return-code conformance: native and remoted must print identical CASE/INFO lines.
+# Return-code conformance: native and remoted must print identical CASE/INFO lines. Each program takes
+# a second or two; 20 s timeouts keep a hang (a driver stuck on a stale handle) from eating the budget.
 C="$P/conformance"; EXP=test/fixtures/cuda-programs/conformance/expected
 NATIVE_LD="$(dirname "$LIBCUDA")"
 conf() { # row name, expected file, command...
   local name="$1" exp="$2"; shift 2
   local nout rout n r nc rc verdict=PASS
-  nout="$(LD_LIBRARY_PATH="$NATIVE_LD" timeout 60 "$@" 2>&1)"; n=$?
-  rout="$(LD_LIBRARY_PATH="$OUT" SMOL_CUDA_ENDPOINT="unix:$TMP/$SOCK" timeout 60 "$@" 2>&1)"; r=$?
+  nout="$(LD_LIBRARY_PATH="$NATIVE_LD" timeout 20 "$@" 2>&1)"; n=$?
+  rout="$(LD_LIBRARY_PATH="$OUT" SMOL_CUDA_ENDPOINT="unix:$TMP/$SOCK" timeout 20 "$@" 2>&1)"; r=$?
   nc="$(grep -E '^(CASE|INFO) ' <<<"$nout")"; rc="$(grep -E '^(CASE|INFO) ' <<<"$rout")"
   if [ -z "$nc" ] || [ "$nc" != "$rc" ] || [ $n -ne 0 ] || [ $r -ne 0 ]; then verdict=FAIL; fails=$((fails + 1)); fi
   rows+=("$(printf '%-34s %-6s native rc=%-3s %3s cases   remoted rc=%-3s %3s cases' "$name" "$verdict" "$n" "$(grep -c '^CASE' <<<"$nout")" "$r" "$(grep -c '^CASE' <<<"$rout")")")
