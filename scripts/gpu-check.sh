@@ -3,7 +3,10 @@
 # `smol gpu serve` on the real libcuda.so.1, runs each program natively and remoted (through the guest
 # shim over a Unix socket), and prints a PASS/FAIL table. A second daemon with
 # SMOL_CUDA_PARAM_LAYOUT=image reruns the programs with every kernel parameter layout read from the
-# module images (the fallback for drivers without cuFuncGetParamInfo). Finishes in well under 5 minutes.
+# module images (the fallback for drivers without cuFuncGetParamInfo). The return-code conformance
+# programs (test/fixtures/cuda-programs/conformance) must print the same CASE lines natively and remoted;
+# where the real driver disagrees with expected/*.txt the differing lines are printed for that file to
+# be corrected. Every program runs under a timeout; the whole check finishes in well under 5 minutes.
 #   scripts/gpu-check.sh [--libcuda PATH] [--bench]
 set -uo pipefail
 cd "$(dirname "$0")/.."
@@ -64,6 +67,34 @@ if [ -x "$P/runtime_vecadd_static" ]; then
   run "runtime API (shared cudart)" "ALL PASS" "$P/runtime_vecadd_shared"
 else
   rows+=("runtime API programs               SKIP   (nvcc not found)")
+fi
+# Return-code conformance: native and remoted must print identical CASE/INFO lines. Each program takes
+# a second or two; 20 s timeouts keep a hang (a driver stuck on a stale handle) from eating the budget.
+C="$P/conformance"; EXP=test/fixtures/cuda-programs/conformance/expected
+NATIVE_LD="$(dirname "$LIBCUDA")"
+conf() { # row name, expected file, command...
+  local name="$1" exp="$2"; shift 2
+  local nout rout n r nc rc verdict=PASS
+  nout="$(LD_LIBRARY_PATH="$NATIVE_LD" timeout 20 "$@" 2>&1)"; n=$?
+  rout="$(LD_LIBRARY_PATH="$OUT" SMOL_CUDA_ENDPOINT="unix:$TMP/$SOCK" timeout 20 "$@" 2>&1)"; r=$?
+  nc="$(grep -E '^(CASE|INFO) ' <<<"$nout")"; rc="$(grep -E '^(CASE|INFO) ' <<<"$rout")"
+  if [ -z "$nc" ] || [ "$nc" != "$rc" ] || [ $n -ne 0 ] || [ $r -ne 0 ]; then verdict=FAIL; fails=$((fails + 1)); fi
+  rows+=("$(printf '%-34s %-6s native rc=%-3s %3s cases   remoted rc=%-3s %3s cases' "$name" "$verdict" "$n" "$(grep -c '^CASE' <<<"$nout")" "$r" "$(grep -c '^CASE' <<<"$rout")")")
+  if [ "$verdict" = FAIL ]; then
+    echo "--- $name: native (<) vs remoted (>):"; diff <(echo "$nc") <(echo "$rc") | head -60
+    [ $n -ne 0 ] && { echo "--- $name native stderr:"; grep -Ev '^(CASE|INFO) ' <<<"$nout" | tail -5; }
+    [ $r -ne 0 ] && { echo "--- $name remoted stderr:"; grep -Ev '^(CASE|INFO) ' <<<"$rout" | tail -5; }
+  fi
+  local ed; ed="$(diff <(grep '^CASE' "$exp" | sed 's/ *#.*//') <(grep '^CASE' <<<"$nout"))"
+  if [ -n "$ed" ]; then echo "--- $name: $exp (<) vs this driver (>): correct the expectations"; echo "$ed" | head -60; fi
+}
+conf "conformance: init/devices/contexts" "$EXP/conf_init.txt" "$C/conf_init"
+conf "conformance: memory" "$EXP/conf_mem.txt" "$C/conf_mem"
+conf "conformance: modules/launches" "$EXP/conf_exec.txt" "$C/conf_exec" "$P/kernels.ptx"
+conf "conformance: destroyed handles" "$EXP/conf_handles.txt" "$C/conf_handles" "$P/kernels.ptx"
+if [ -x "$C/rt_conformance_static" ]; then
+  conf "conformance: runtime static" "$EXP/rt_conformance.txt" "$C/rt_conformance_static"
+  conf "conformance: runtime shared" "$EXP/rt_conformance.txt" "$C/rt_conformance_shared"
 fi
 SOCK=cuda-image.sock
 FB=test/fixtures/cuda-programs/param-layouts/kernels.fatbin

@@ -221,7 +221,10 @@ CUresult smol_call(uint16_t op, const uint64_t *args, int nargs, const void *blo
 }
 
 CUresult smol_fire(uint16_t op, const uint64_t *args, int nargs, const void *blob, size_t bloblen) {
-  uint64_t ctx = smol_current_id();
+  return smol_fire_ctx(smol_current_id(), op, args, nargs, blob, bloblen);
+}
+/* For callers that already hold the calling thread's context (launches: one TLS read fewer). */
+CUresult smol_fire_ctx(uint64_t ctx, uint16_t op, const uint64_t *args, int nargs, const void *blob, size_t bloblen) {
   pthread_mutex_lock(&g_mu);
   CUresult r = connect_locked();
   if (!r && (sync_ctx_locked(op, ctx) || queue_locked(op, SMOL_FLAG_ASYNC, args, nargs, blob, bloblen))) r = CUDA_ERROR_UNKNOWN;

@@ -5,7 +5,7 @@
  * guest can reach only what it created (the real driver would crash the daemon on a forged handle).
  */
 import type { CudaDriver } from './driver/cuda.js';
-import { OP, PROTOCOL, PROTO_HASH } from '../protocol/index.js';
+import { OP, OP_ROWS, PROTOCOL, PROTO_HASH } from '../protocol/index.js';
 import { ImageParams } from './params/index.js';
 import { resolveParams, type ParamInfoFn } from './params/resolve.js';
 
@@ -15,9 +15,12 @@ export const STAT = { calls: 0, memBytes: 1, allocs: 2, asyncErrors: 3, handles:
 
 export class ProtocolViolation extends Error {}
 
+/** Results each op's reply carries: an error reply carries them too (zeros), or the shim reads it as malformed. */
+const NOUTS = new Map(OP_ROWS.map((r) => [r.id, r.nouts]));
+
 interface Alloc { size: number; ctx: number }
 /** `known` is false when neither the driver nor the image gave the layout: launches are refused. */
-interface FuncInfo { host: number; known: boolean; nparams: number; argBytes: number; ptrsAddr: number; ptrs: Buffer; wide: number[] }
+interface FuncInfo { host: number; module: number; known: boolean; nparams: number; argBytes: number; ptrsAddr: number; ptrs: Buffer; wide: number[] }
 
 const pow32 = 2 ** 32;
 const ARG_BUF = 64 * 1024;
@@ -148,7 +151,7 @@ export class Session {
     } catch (err) {
       const code = (err as { cuda?: number }).cuda;
       if (code === undefined) throw err;
-      return { status: code, outs: [] };
+      return { status: code, outs: new Array<number>(NOUTS.get(op) ?? 0).fill(0) };
     }
   }
 
@@ -265,6 +268,8 @@ export class Session {
         const m = this.modules.get(a[0]);
         if (!m) return this.fire(CU.invalidHandle);
         this.modules.delete(a[0]);
+        // The driver's function handles die with the module: never hand it one again.
+        for (const [id, f] of this.funcs) if (f.module === a[0]) this.funcs.delete(id);
         return this.fire(m.lib ? d.cuLibraryUnload(m.host) : d.cuModuleUnload(m.host));
       }
       case OP.ModuleGetFunction: case OP.LibraryGetKernel: return this.getFunction(op === OP.LibraryGetKernel, a, blob);
@@ -382,7 +387,7 @@ export class Session {
     if (!res.slots) {
       const why = res.reason!.slice(0, MAX_REASON);
       this.log(`launches of ${name} will fail with CUDA_ERROR_NOT_SUPPORTED: ${why}`);
-      this.funcs.set(a[1], { host, known: false, nparams: 0, argBytes: 0, ptrs: Buffer.alloc(0), ptrsAddr: 0, wide: [] });
+      this.funcs.set(a[1], { host, module: a[0], known: false, nparams: 0, argBytes: 0, ptrs: Buffer.alloc(0), ptrsAddr: 0, wide: [] });
       const text = Buffer.from(why, 'latin1');
       return { status: CU.ok, outs: [LAYOUT_UNKNOWN], blob: text, blobLen: text.length };
     }
@@ -396,7 +401,7 @@ export class Session {
       argBytes = Math.max(argBytes, offset + size);
     }
     const wide = slots.filter((p) => p.size === 8).map((p) => p.offset);
-    this.funcs.set(a[1], { host, known: true, nparams, argBytes, ptrs, ptrsAddr: this.drv.addressOf(ptrs), wide });
+    this.funcs.set(a[1], { host, module: a[0], known: true, nparams, argBytes, ptrs, ptrsAddr: this.drv.addressOf(ptrs), wide });
     const out = Buffer.alloc(nparams * 8);
     slots.forEach((p, i) => { out.writeUInt32LE(p.offset, i * 8); out.writeUInt32LE(p.size, i * 8 + 4); });
     return { status: CU.ok, outs: [nparams], blob: out, blobLen: out.length };

@@ -3,6 +3,7 @@
  * daemon stays up and keeps serving well-behaved clients.
  */
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import fs from 'node:fs';
 import net from 'node:net';
 import path from 'node:path';
 import { OP, OP_ROWS, PROTO_HASH, PROTOCOL, decodeHeader, encodeFrame, decodeReply } from '../../../src/cuda/protocol/index.js';
@@ -109,6 +110,28 @@ describe('hostile frames end only their own session', () => {
     expect(mine?.status).toBe(0);
     expect(mine!.blob.includes(0xee)).toBe(false);
     owner.sock.destroy(); thief.sock.destroy();
+  });
+
+  it('a function of an unloaded module is refused, not handed to the driver', async () => {
+    const c = new Raw(d.endpoint);
+    await c.hello();
+    c.send(encodeFrame(OP.PrimaryCtxRetain, [0], { seq: 2 }));
+    await c.reply();
+    c.send(encodeFrame(OP.CtxSetCurrent, [PROTOCOL.kinds.ctx * 2 ** 48 + PROTOCOL.primaryBase], { flags: PROTOCOL.flags.async }));
+    const mod = PROTOCOL.kinds.module * 2 ** 48 + 1, fn = PROTOCOL.kinds.func * 2 ** 48 + 2;
+    c.send(encodeFrame(OP.ModuleLoadData, [mod], { seq: 3, blob: fs.readFileSync(ptx) }));
+    expect((await c.reply())?.status).toBe(0);
+    c.send(encodeFrame(OP.ModuleGetFunction, [mod, fn], { seq: 4, blob: Buffer.from('vecadd') }));
+    expect((await c.reply())?.status).toBe(0);
+    c.send(encodeFrame(OP.FuncGetAttribute, [fn, 0], { seq: 5 }));
+    expect((await c.reply())?.status).toBe(0);
+    c.send(encodeFrame(OP.ModuleUnload, [mod], { flags: PROTOCOL.flags.async }));
+    c.send(encodeFrame(OP.FuncGetAttribute, [fn, 0], { seq: 6 }));
+    const stale = await c.reply(); // decoding it needs the op's one result: an error reply carries it too
+    expect(stale?.status).toBe(400);
+    expect(stale?.outs).toEqual([0n]);
+    c.sock.destroy();
+    await daemonStillServes();
   });
 
   it('500 random well-framed calls (seeded) leave the daemon serving', async () => {
