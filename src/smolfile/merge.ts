@@ -1,6 +1,6 @@
 /** CLI flags over a Smolfile: scalars from flags win, lists and env concatenate (flags last). */
 import path from 'node:path';
-import type { Smolfile } from './schema.js';
+import type { Smolfile, Volume } from './schema.js';
 import { smolfileSchema } from './schema.js';
 
 export interface MachineOverrides {
@@ -14,6 +14,8 @@ export interface MachineOverrides {
   workdir?: string;
   init?: string[];
   command?: string[];
+  /** Added after the Smolfile's volumes; host paths already absolute. */
+  volumes?: Volume[];
 }
 
 export function mergeSpec(base: Smolfile | undefined, baseDir: string | undefined, o: MachineOverrides): Smolfile {
@@ -31,6 +33,7 @@ export function mergeSpec(base: Smolfile | undefined, baseDir: string | undefine
     workdir: o.workdir ?? spec.workdir,
     init: [...spec.init, ...(o.init ?? [])],
     command: o.command ?? spec.command,
+    volumes: [...(spec.volumes ?? []).map((v) => ({ ...v, host: resolveHostPath(v.host, baseDir) })), ...(o.volumes ?? [])],
   };
 }
 
@@ -38,4 +41,9 @@ export function mergeSpec(base: Smolfile | undefined, baseDir: string | undefine
 function resolveImageRef(ref: string, baseDir: string | undefined): string {
   if (ref === 'default' || !baseDir || path.isAbsolute(ref)) return ref;
   return path.resolve(baseDir, ref);
+}
+
+/** Volume host paths in a Smolfile are relative to the Smolfile too. */
+function resolveHostPath(p: string, baseDir: string | undefined): string {
+  return path.resolve(baseDir ?? process.cwd(), p);
 }
