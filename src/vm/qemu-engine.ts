@@ -78,8 +78,7 @@ export function createQemuEngine(home: string, o: QemuEngineOptions = {}): Engin
     async terminate(pid: number, layout: MachineLayout, graceMs: number): Promise<void> {
       const b = await getBackend();
       if (graceMs > 0) {
-        if (await b.waitExit(pid, graceMs)) return;
-        await b.quit(layout.qmpSocket, pid, 2_000);
+        if (!(await b.waitExit(pid, graceMs))) await b.quit(layout.qmpSocket, pid, 2_000);
       } else {
         await b.kill(pid, 0);
       }

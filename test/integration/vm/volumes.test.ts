@@ -114,6 +114,16 @@ describe('volumes over virtiofs (real QEMU and virtiofsd)', () => {
     expect(virtiofsdMentioning(home)).toEqual([]);
   });
 
+  it('without virtiofsd: exit 69 naming the fix, nothing left behind; doctor warns', async () => {
+    const env = { SMOL_VIRTIOFSD: path.join(home, 'no-virtiofsd') };
+    const r = await smol(['run', '-v', `${share}:/work`, '--', 'true'], { home, env });
+    expect(r.code, r.stderr).toBe(69);
+    expect(r.stderr).toMatch(/volumes need virtiofsd.*\n.*qemu-system-common/s);
+    expect(machines()).toEqual([]);
+    const d = json((await smol(['doctor', '--json'], { home, env })).stdout);
+    expect(d.checks.find((c: { name: string }) => c.name === 'virtiofsd')).toMatchObject({ status: 'warn', required: false });
+  });
+
   it('a persistent machine keeps its Smolfile volume (relative to the Smolfile) across stop and start; virtiofsd goes with QEMU', async () => {
     const proj = path.join(home, 'proj');
     fs.mkdirSync(path.join(proj, 'src'), { recursive: true });
@@ -121,7 +131,9 @@ describe('volumes over virtiofs (real QEMU and virtiofsd)', () => {
     fs.writeFileSync(path.join(proj, 'Smolfile'), 'volumes:\n  - host: ./src\n    guest: /work\n  - host: ../ro\n    guest: /opt/ro\n    readonly: true\n');
     const created = await smol(['machine', 'create', 'pv', '-s', path.join(proj, 'Smolfile'), '--json'], { home });
     expect(created.code, created.stderr).toBe(0);
-    const id = json((await smol(['machine', 'status', 'pv', '--json'], { home })).stdout).id as string;
+    const status = json((await smol(['machine', 'status', 'pv', '--json'], { home })).stdout);
+    expect(status.volumes).toEqual([{ host: path.join(proj, 'src'), guest: '/work', readonly: false }, { host: ro, guest: '/opt/ro', readonly: true }]);
+    const id = status.id as string;
     expect((await smol(['machine', 'start', 'pv'], { home })).code).toBe(0);
     expect(virtiofsdOf(id).length).toBeGreaterThan(0);
     let r = await smol(['machine', 'exec', 'pv', '--', 'sh', '-c', 'cat /work/main.txt /opt/ro/r.txt; echo v2 >> /work/main.txt; echo x > /opt/ro/x 2>/dev/null || echo ro-refused'], { home });

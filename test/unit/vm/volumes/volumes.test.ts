@@ -4,6 +4,7 @@ import path from 'node:path';
 import { afterAll, describe, expect, it } from 'vitest';
 import { ExitCode, NotFoundError, ValidationError } from '../../../../src/errors/index.js';
 import { checkVolumes, parseVolumeFlag } from '../../../../src/vm/volumes/spec.js';
+import { removeStage } from '../../../../src/vm/volumes/virtiofsd.js';
 import { parseSmolfile } from '../../../../src/smolfile/load.js';
 import { mergeSpec } from '../../../../src/smolfile/merge.js';
 import { buildQemuArgs, type QemuArgsInput } from '../../../../src/vm/qemu/args.js';
@@ -111,5 +112,20 @@ describe('QEMU and kernel command line for volumes', () => {
     expect(c).toContain('smol.virtiofs=1');
     expect(c).toContain('smol.vols=0:/work,1:/data/x:ro');
     expect(() => buildCmdline({ accel: 'kvm', volumes: [{ index: 0, guest: '/a b', readonly: false }] })).toThrow(/volume guest path/);
+  });
+});
+
+describe('the volume stage', () => {
+  it('is removed with rmdir only: a stage holding files (a leaked mount) is left alone', () => {
+    const stage = path.join(tmp, 'stage');
+    fs.mkdirSync(path.join(stage, '0'), { recursive: true });
+    fs.mkdirSync(path.join(stage, '1'));
+    expect(removeStage(stage)).toBe(true);
+    expect(fs.existsSync(stage)).toBe(false);
+    fs.mkdirSync(path.join(stage, '0'), { recursive: true });
+    fs.writeFileSync(path.join(stage, '0', 'user-file'), 'precious');
+    expect(removeStage(stage)).toBe(false);
+    expect(fs.readFileSync(path.join(stage, '0', 'user-file'), 'utf8')).toBe('precious');
+    expect(removeStage(path.join(tmp, 'never-made'))).toBe(true);
   });
 });
