@@ -42,6 +42,10 @@ export const virtiofsdFiles = (layout: Pick<MachineLayout, 'dir' | 'runDir'>): V
  */
 const STAGE_SCRIPT = `set -e
 stage=$1; n=$2; shift 2
+# virtiofsd keeps a pid lock in /run/virtiofsd, which only root could create: it gets a private /run
+run=$(readlink -f /var/run)
+mount -t tmpfs -o size=1m,mode=755 smol-run "$run"
+mkdir "$run/virtiofsd"
 mount --bind "$stage" "$stage"
 i=0
 while [ "$i" -lt "$n" ]; do
@@ -95,7 +99,10 @@ export async function startVirtiofsd(layout: Pick<MachineLayout, 'dir' | 'runDir
     }
     await new Promise((r) => setTimeout(r, 5));
   }
-  return { socketPath: f.socket, tag: VIRTIOFS_TAG, mounts: volumes.map((v, index) => ({ index, guest: v.guest, readonly: v.readonly })) };
+  // outer before inner: /work must be mounted before /work/cache is made inside it
+  const depth = (p: string) => p.split('/').filter(Boolean).length;
+  const mounts = volumes.map((v, index) => ({ index, guest: v.guest, readonly: v.readonly })).sort((a, b) => depth(a.guest) - depth(b.guest));
+  return { socketPath: f.socket, tag: VIRTIOFS_TAG, mounts };
 }
 
 /** This machine's virtiofsd, if it still runs (a recycled pid is not: its command line names our socket). */

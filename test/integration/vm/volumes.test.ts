@@ -66,12 +66,13 @@ describe('volumes over virtiofs (real QEMU and virtiofsd)', () => {
   });
 
   it(':ro is enforced on the host side: writes fail even after the guest remounts read-write', async () => {
-    const r = await smol(['run', '-v', `${ro}:/ro:ro`, '-v', `${share}:/work`, '--', 'sh', '-c', [
-      'cat /ro/r.txt',
-      'echo a > /ro/a 2>/dev/null && echo WROTE-a',
-      'mount -o remount,rw /ro && echo remounted',
-      'echo b > /ro/b 2>/dev/null && echo WROTE-b',
-      'rm -f /ro/r.txt 2>/dev/null; touch /ro/r.txt 2>/dev/null && echo WROTE-touch',
+    // nested, inner first on the command line: the outer one still mounts first
+    const r = await smol(['run', '-v', `${ro}:/work/ro:ro`, '-v', `${share}:/work`, '--', 'sh', '-c', [
+      'cat /work/ro/r.txt',
+      'echo a > /work/ro/a 2>/dev/null && echo WROTE-a',
+      'mount -o remount,rw /work/ro && echo remounted',
+      'echo b > /work/ro/b 2>/dev/null && echo WROTE-b',
+      'rm -f /work/ro/r.txt 2>/dev/null; touch /work/ro/r.txt 2>/dev/null && echo WROTE-touch',
       // the share itself, where every volume sits, is read-only too
       'mount -o remount,rw /run/smol/vol; echo c > /run/smol/vol/0/c 2>/dev/null && echo WROTE-c',
       'echo d > /run/smol/vol/d 2>/dev/null && echo WROTE-d',
@@ -80,6 +81,8 @@ describe('volumes over virtiofs (real QEMU and virtiofsd)', () => {
     expect(r.code, r.stderr).toBe(0);
     expect(r.stdout).toBe('read-only content\nremounted\nrw-ok\n');
     expect(fs.readdirSync(ro)).toEqual(['r.txt']);
+    // the inner mount point was made in the outer volume, on the host too (as Docker does), and stays empty
+    expect(fs.readdirSync(path.join(share, 'ro'))).toEqual([]);
     expect(fs.readFileSync(path.join(ro, 'r.txt'), 'utf8')).toBe('read-only content\n');
   });
 
