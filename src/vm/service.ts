@@ -86,13 +86,13 @@ export class MachineService {
   async start(nameOrId: string, o: StartOptions = {}): Promise<MachineRecord & { channel?: OpenChannel }> {
     let rec = this.refresh(this.store.get(nameOrId));
     if (rec.state === 'running') throw new ConflictError(`machine "${rec.name}" is already running`);
+    refuseForkableVolumes(rec.spec, o.forkable ?? rec.spec.fork.enabled, rec.name);
     const unlock = this.store.lock(rec.id, 'start', rec.name);
     const layout = this.layout(rec);
     try {
       this.store.update(rec.id, { state: 'starting', lastError: null });
       fs.mkdirSync(layout.runDir, { recursive: true });
       const forkable = o.forkable ?? rec.spec.fork.enabled;
-      refuseForkableVolumes(rec.spec, forkable, rec.name);
       const resumed = fs.existsSync(resumePlanFile(layout)) ? await this.resume(rec, layout, o) : null;
       if (resumed) {
         this.store.update(rec.id, { state: 'running', booted: true });
