@@ -2,6 +2,7 @@ import { spawnSync } from 'node:child_process';
 import fs from 'node:fs';
 import path from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { runRoot } from '../../../src/vm/layout.js';
 import { killQemuMentioning, qemuProcessesMentioning, scratchHome, sharedHome, smol } from '../../helpers/cli.js';
 
 let home: string;
@@ -20,18 +21,18 @@ beforeAll(() => {
 });
 afterAll(() => {
   killQemuMentioning(home);
-  for (const pid of virtiofsdMentioning(home)) try { process.kill(pid, 'SIGKILL'); } catch { /* gone */ }
+  for (const pid of virtiofsdOfHome()) try { process.kill(pid, 'SIGKILL'); } catch { /* gone */ }
   fs.rmSync(home, { recursive: true, force: true });
 });
 
-/** virtiofsd processes serving a machine of this home (their socket lives under its run dir, named by machine id). */
+/** virtiofsd processes whose socket path contains needle (sockets live in the home's run root, one dir per machine id). */
 function virtiofsdMentioning(needle: string): number[] {
-  const r = spawnSync('pgrep', ['-f', `virtiofsd --socket-path=.*${needle}`], { encoding: 'utf8' });
+  const r = spawnSync('pgrep', ['-f', `virtiofsd --socket-path=[^ ]*${needle}`], { encoding: 'utf8' });
   return r.stdout.split('\n').filter(Boolean).map(Number);
 }
-function virtiofsdOf(machineId: string): number[] {
-  return virtiofsdMentioning(`/${machineId}/fs.sock`);
-}
+const virtiofsdOf = (machineId: string) => virtiofsdMentioning(`/${machineId}/fs.sock`);
+/** Any virtiofsd of a machine of this test's home. */
+const virtiofsdOfHome = () => virtiofsdMentioning(runRoot(home));
 const json = (s: string) => JSON.parse(s);
 const machines = () => (fs.existsSync(path.join(home, 'machines')) ? fs.readdirSync(path.join(home, 'machines')) : []);
 
@@ -50,7 +51,7 @@ describe('volumes over virtiofs (real QEMU and virtiofsd)', () => {
     // a throwaway run with volumes cold-boots (QEMU cannot restore a vhost-user-fs device) and leaves no process
     expect(r.stderr).toMatch(/starting virtiofsd/);
     expect(r.stderr).not.toMatch(/restoring the boot snapshot|saving the boot snapshot/);
-    expect(virtiofsdMentioning(home)).toEqual([]);
+    expect(virtiofsdOfHome()).toEqual([]);
     expect(machines()).toEqual([]);
   });
 
@@ -114,7 +115,7 @@ describe('volumes over virtiofs (real QEMU and virtiofsd)', () => {
     }
     expect(json((await smol(['machine', 'ls', '--json'], { home })).stdout)).toEqual([]);
     expect(machines()).toEqual([]);
-    expect(virtiofsdMentioning(home)).toEqual([]);
+    expect(virtiofsdOfHome()).toEqual([]);
   });
 
   it('without virtiofsd: exit 69 naming the fix, nothing left behind; doctor warns', async () => {
@@ -139,6 +140,7 @@ describe('volumes over virtiofs (real QEMU and virtiofsd)', () => {
     const id = status.id as string;
     expect((await smol(['machine', 'start', 'pv'], { home })).code).toBe(0);
     expect(virtiofsdOf(id).length).toBeGreaterThan(0);
+    expect(virtiofsdOfHome()).toEqual(expect.arrayContaining(virtiofsdOf(id))); // the home-wide check sees it too
     let r = await smol(['machine', 'exec', 'pv', '--', 'sh', '-c', 'cat /work/main.txt /opt/ro/r.txt; echo v2 >> /work/main.txt; echo x > /opt/ro/x 2>/dev/null || echo ro-refused'], { home });
     expect(r.stdout).toBe('v1\nread-only content\nro-refused\n');
     expect(fs.readFileSync(path.join(proj, 'src', 'main.txt'), 'utf8')).toBe('v1\nv2\n');
