@@ -186,8 +186,14 @@ describe('volumes over virtiofs (real QEMU and virtiofsd)', () => {
     expect(again.stderr).toMatch(/restoring the boot snapshot/);
   });
 
-  it('pack create omits volumes with a message', async () => {
+  it('a machine with volumes is never started forkable; pack create omits its volumes with a message', async () => {
     expect((await smol(['machine', 'create', 'pk', '-v', `${share}:/work`], { home })).code).toBe(0);
+    // starting it forkable is refused before anything runs (QEMU could not save its virtiofs device)
+    const fk = await smol(['machine', 'start', 'pk', '--forkable'], { home });
+    expect(fk.code, fk.stderr).toBe(64);
+    expect(fk.stderr).toMatch(/volumes cannot be forkable/);
+    expect(json((await smol(['machine', 'status', 'pk', '--json'], { home })).stdout).state).toBe('stopped');
+    expect(qemuProcessesMentioning(home)).toEqual([]);
     const out = path.join(home, 'pk.smolmachine');
     const r = await smol(['pack', 'create', '--from-vm', 'pk', '-o', out], { home });
     expect(r.code, r.stderr).toBe(0);
