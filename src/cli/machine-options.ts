@@ -8,7 +8,8 @@ import { Option } from 'commander';
 import { ValidationError } from '../errors/index.js';
 import { loadSmolfile } from '../smolfile/load.js';
 import { mergeSpec } from '../smolfile/merge.js';
-import { cpusSchema, memorySchema, type Smolfile } from '../smolfile/schema.js';
+import { cpusSchema, memorySchema, type Smolfile, type Volume } from '../smolfile/schema.js';
+import { checkVolumes, flagLabel, parseVolumeFlag } from '../vm/volumes/spec.js';
 
 const collect = (v: string, prev: string[] = []) => [...prev, v];
 
@@ -22,6 +23,7 @@ export function addMachineOptions(cmd: Command): Command {
     .option('-w, --workdir <dir>', 'working directory in the guest')
     .option('--net', 'give the machine user-mode networking (off by default)')
     .option('--gpu', 'forward CUDA/NVML calls to the host GPU daemon')
+    .option('-v, --volume <host:guest[:ro]>', 'share a host directory into the guest over virtiofs (repeatable)', collect)
     .addOption(new Option('--forkable', 'keep guest memory in a file so the machine can be forked').hideHelp(false));
 }
 
@@ -40,6 +42,7 @@ export const machineFlagsSchema = z.object({
   net: z.boolean().optional(),
   gpu: z.boolean().optional(),
   forkable: z.boolean().optional(),
+  volume: z.array(z.string()).optional(),
 }).passthrough();
 
 export const durationSchema = z.string().transform((v, ctx) => {
@@ -65,10 +68,19 @@ export function specFromFlags(opts: unknown): Smolfile {
   const f = parseFlags(machineFlagsSchema, opts);
   const base = f.smolfile ? loadSmolfile(f.smolfile) : undefined;
   const env = envFromList(f.env);
-  return mergeSpec(base?.spec, base?.dir, {
+  const volumes = (f.volume ?? []).map((v) => parseVolumeFlag(v));
+  const spec = mergeSpec(base?.spec, base?.dir, {
     image: f.image === undefined || f.image === 'default' ? f.image : pathOf(f.image),
-    cpus: f.cpus, memory: f.mem, net: f.net, gpu: f.gpu, forkable: f.forkable, env, workdir: f.workdir,
+    cpus: f.cpus, memory: f.mem, net: f.net, gpu: f.gpu, forkable: f.forkable, env, workdir: f.workdir, volumes,
   });
+  checkVolumes(spec.volumes, volumeLabels(spec.volumes, spec.volumes.length - volumes.length, f.smolfile));
+  return spec;
+}
+
+/** Smolfile volumes first, then -v ones: errors name the Smolfile entry or the flag. */
+export function volumeLabels(vs: readonly Volume[], fromFile: number, smolfile?: string): (i: number) => string {
+  const flag = flagLabel(vs);
+  return (i) => (i < fromFile ? `${smolfile ?? 'Smolfile'} volumes[${i}]` : flag(i));
 }
 
 /** A flag's image path is relative to the cwd; a registry reference (`debian:bookworm`) stays one unless such a path exists. */

@@ -2,7 +2,7 @@
 import fs from 'node:fs';
 import path from 'node:path';
 import { looksLikeImageReference } from '../util/image-ref.js';
-import type { Smolfile } from './schema.js';
+import type { Smolfile, Volume } from './schema.js';
 import { smolfileSchema } from './schema.js';
 
 export interface MachineOverrides {
@@ -16,6 +16,8 @@ export interface MachineOverrides {
   workdir?: string;
   init?: string[];
   command?: string[];
+  /** Added after the Smolfile's volumes; host paths already absolute. */
+  volumes?: Volume[];
 }
 
 export function mergeSpec(base: Smolfile | undefined, baseDir: string | undefined, o: MachineOverrides): Smolfile {
@@ -33,6 +35,7 @@ export function mergeSpec(base: Smolfile | undefined, baseDir: string | undefine
     workdir: o.workdir ?? spec.workdir,
     init: [...spec.init, ...(o.init ?? [])],
     command: o.command ?? spec.command,
+    volumes: [...(spec.volumes ?? []).map((v) => ({ ...v, host: resolveHostPath(v.host, baseDir) })), ...(o.volumes ?? [])],
   };
 }
 
@@ -44,4 +47,9 @@ function resolveImageRef(ref: string, baseDir: string | undefined): string {
   if (ref === 'default' || !baseDir || path.isAbsolute(ref)) return ref;
   const abs = path.resolve(baseDir, ref);
   return looksLikeImageReference(ref) && !fs.existsSync(abs) ? ref : abs;
+}
+
+/** Volume host paths in a Smolfile are relative to the Smolfile too. */
+function resolveHostPath(p: string, baseDir: string | undefined): string {
+  return path.resolve(baseDir ?? process.cwd(), p);
 }

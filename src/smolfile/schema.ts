@@ -35,6 +35,51 @@ export const envSchema = z
   ])
   .transform((v) => (Array.isArray(v) ? Object.fromEntries(v.map((e) => [e.slice(0, e.indexOf('=')), e.slice(e.indexOf('=') + 1)])) : v));
 
+/**
+ * Guest paths a volume may sit on: absolute, no `..`, and words the guest's /init can read from the kernel
+ * command line (no spaces, commas or colons). The API filesystems and smol's own dirs are off limits:
+ * /init moves /proc, /sys, /dev and /run into the root after mounting volumes, which would hide one there.
+ */
+export const GUEST_VOLUME_PATH = /^\/[A-Za-z0-9._@+/-]*$/;
+const RESERVED_GUEST = ['/proc', '/sys', '/dev', '/run', '/.smol'];
+
+export function guestPathProblem(p: string): string | null {
+  if (!p.startsWith('/')) return `guest path "${p}" must be absolute (start with /)`;
+  if (!GUEST_VOLUME_PATH.test(p)) return `guest path "${p}" may only hold letters, digits and . _ @ + - /`;
+  if (p.split('/').some((c) => c === '..' || c === '.')) return `guest path "${p}" must not contain . or .. components`;
+  const norm = normalizeGuestPath(p);
+  if (norm === '/') return 'a volume cannot be mounted on / (the guest\'s root)';
+  const hit = RESERVED_GUEST.find((r) => norm === r || norm.startsWith(`${r}/`));
+  if (hit) return `guest path "${p}" is under ${hit}, which the guest's init manages`;
+  return null;
+}
+
+/** "/work//src/" → "/work/src". */
+export const normalizeGuestPath = (p: string): string => `/${p.split('/').filter(Boolean).join('/')}`;
+
+/** A host directory shared into the guest over virtiofs (docs/volumes.md). */
+export const volumeSchema = z.object({
+  /** Host directory; relative to the Smolfile's directory. */
+  host: z.string().min(1, 'host path must not be empty'),
+  guest: z.string().superRefine((p, ctx) => {
+    const why = guestPathProblem(p);
+    if (why) ctx.addIssue({ code: 'custom', message: why });
+  }).transform(normalizeGuestPath),
+  readonly: z.boolean().default(false),
+}).strict();
+
+export type Volume = z.output<typeof volumeSchema>;
+
+/** Two volumes on one guest path would hide one another. */
+export const volumesSchema = z.array(volumeSchema).superRefine((vs, ctx) => {
+  const seen = new Map<string, number>();
+  vs.forEach((v, i) => {
+    const j = seen.get(v.guest);
+    if (j !== undefined) ctx.addIssue({ code: 'custom', path: [i, 'guest'], message: `two volumes on guest path ${v.guest} (entries ${j + 1} and ${i + 1})` });
+    else seen.set(v.guest, i);
+  });
+});
+
 export const smolfileSchema = z
   .object({
     /** 'default' (busybox + agent), a rootfs directory, or a `docker save`/OCI tarball; relative to the Smolfile. */
@@ -50,6 +95,8 @@ export const smolfileSchema = z
     /** Command for `smol run` when none is given. */
     command: z.array(z.string()).optional(),
     gpu: z.boolean().default(false),
+    /** Host directories shared into the guest (virtiofs); see docs/volumes.md. */
+    volumes: volumesSchema.default([]),
     fork: z.object({ enabled: z.boolean().default(false) }).strict().default({ enabled: false }),
     /** Root disk size for persistent machines (the overlay's virtual size). */
     disk: z.union([z.number(), z.string()]).optional().transform((v) => (v === undefined ? undefined : parseMemoryMiB(v)))

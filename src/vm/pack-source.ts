@@ -135,7 +135,8 @@ export function machinePackSource(svc: () => MachineService): MachineSource {
     fromImage: (ref) => fromImage(mergeSpec(undefined, undefined, { image: ref === 'default' ? ref : path.resolve(ref) })),
     async fromSmolfile(file, o) {
       const loaded = loadSmolfile(file);
-      const spec = mergeSpec(loaded.spec, loaded.dir, {});
+      // an artifact carries the machine, not host directories: init runs without the volumes (docs/volumes.md)
+      const spec = { ...mergeSpec(loaded.spec, loaded.dir, {}), volumes: [] };
       if (!spec.init.length && !o.withMemory) return fromImage(spec);
       // init commands change the disk, and memory needs a running machine: build it once, then pack it
       const s = svc();

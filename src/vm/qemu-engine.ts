@@ -15,6 +15,8 @@ import { findKernel } from './kernel/index.js';
 import { AGENT_PORTS, type MachineLayout } from './layout.js';
 import { bootFilesFor, isArtifactRef } from './boot-files.js';
 import { createQemuForkOps } from './fork/qemu-ops.js';
+import { checkVolumes, volumesOf } from './volumes/spec.js';
+import { startVirtiofsd, stopVirtiofsd } from './volumes/virtiofsd.js';
 
 export interface QemuEngineOptions {
   /** One-line notices such as "KVM unusable: using TCG"; printed once per data dir by the caller. */
@@ -46,6 +48,13 @@ export function createQemuEngine(home: string, o: QemuEngineOptions = {}): Engin
     async launch(spec: Smolfile, layout: MachineLayout, lo: LaunchOptions): Promise<number> {
       const b = await getBackend();
       const boot = await bootFilesFor(layout, assets);
+      const volumes = volumesOf(spec);
+      if (volumes.length) {
+        // the directories may have gone since create: say so before starting anything
+        checkVolumes(volumes);
+        lo.onProgress?.('starting virtiofsd');
+      }
+      const sharedFs = volumes.length ? await startVirtiofsd(layout, volumes, path.basename(layout.dir)) : undefined;
       lo.onProgress?.('booting');
       const r = await b.launch({
         machineDir: layout.dir, runDir: layout.runDir, name: path.basename(layout.dir),
@@ -53,7 +62,10 @@ export function createQemuEngine(home: string, o: QemuEngineOptions = {}): Engin
         disks: lo.diskless ? [] : [{ path: layout.disk, format: 'qcow2', id: 'root' }], rootDisk: !lo.diskless,
         net: spec.net, ports: AGENT_PORTS, channel: 'serial',
         memoryBackend: lo.clone ? { path: lo.clone.memFile, share: false } : lo.forkable ? { path: layout.memFile, share: true } : undefined,
-        incomingDefer: !!lo.clone,
+        incomingDefer: !!lo.clone, sharedFs,
+      }).catch(async (err: unknown) => {
+        if (sharedFs) await stopVirtiofsd(layout);
+        throw err;
       });
       return r.pid;
     },
@@ -66,11 +78,12 @@ export function createQemuEngine(home: string, o: QemuEngineOptions = {}): Engin
     async terminate(pid: number, layout: MachineLayout, graceMs: number): Promise<void> {
       const b = await getBackend();
       if (graceMs > 0) {
-        if (await b.waitExit(pid, graceMs)) return;
-        await b.quit(layout.qmpSocket, pid, 2_000);
+        if (!(await b.waitExit(pid, graceMs))) await b.quit(layout.qmpSocket, pid, 2_000);
       } else {
         await b.kill(pid, 0);
       }
+      // virtiofsd exits when QEMU hangs up; this also covers a QEMU that never connected
+      await stopVirtiofsd(layout);
     },
 
     consoleTail(layout: MachineLayout, lines: number): string {

@@ -73,6 +73,7 @@ export async function hostQemu(svc: MachineService, spec: Smolfile): Promise<Hos
 export async function resumeNotice(svc: MachineService, file: string, m: ArtifactManifest, spec: Smolfile): Promise<string | null> {
   if (!m.resume) return null;
   if (!svc.engine.fork) return `cold-booting ${file}: this VM backend cannot restore saved memory state`;
+  if (spec.volumes?.length) return `cold-booting ${file}: a machine with volumes cannot restore saved memory state (QEMU cannot migrate a virtiofs device)`;
   const d = canResume(m, await hostQemu(svc, spec));
   return d.ok ? null : `cold-booting ${file}: its saved memory state cannot be restored here (${d.reason})`;
 }

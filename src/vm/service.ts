@@ -6,7 +6,7 @@
 import crypto from 'node:crypto';
 import fs from 'node:fs';
 import path from 'node:path';
-import { BootError, ConflictError, GuestChannelError, PrerequisiteError, SmolError, mapFsError } from '../errors/index.js';
+import { BootError, ConflictError, GuestChannelError, PrerequisiteError, SmolError, UserError, mapFsError } from '../errors/index.js';
 import type { Smolfile } from '../smolfile/schema.js';
 import type { Engine, GuestChannel, Progress } from './engine.js';
 import { machineLayout, shmHasRoom, strayQemuPid, AGENT_PORTS, type MachineLayout } from './layout.js';
@@ -17,6 +17,8 @@ import { discardSpare, hasSpare, startSpare } from './fork/spare.js';
 import { sweepAbandonedForks } from './fork/abandoned.js';
 import { releaseForkPoints } from './fork/cleanup.js';
 import { resumePlanFile } from './boot-files.js';
+import { checkVolumes, volumesOf } from './volumes/spec.js';
+import { removeStage, stopVirtiofsd, virtiofsdFiles, virtiofsdPid } from './volumes/virtiofsd.js';
 
 export interface ServiceOptions { home: string; store: MachineStore; engine: Engine }
 
@@ -56,6 +58,8 @@ export class MachineService {
 
   /** Register a machine and build its disk. A failure removes everything it made. */
   async create(spec: Smolfile, o: CreateOptions = {}): Promise<MachineRecord> {
+    checkVolumes(volumesOf(spec));
+    refuseForkableVolumes(spec, spec.fork.enabled);
     const id = newMachineId();
     const name = o.name ?? `${o.ephemeral ? 'run' : 'vm'}-${id.slice(0, 6)}`;
     const rec = this.store.insert({ id, name, state: 'creating', ephemeral: !!o.ephemeral, spec, imageId: null, ownerPid: process.pid, parent: o.parent ?? null, generation: 0 });
@@ -82,6 +86,7 @@ export class MachineService {
   async start(nameOrId: string, o: StartOptions = {}): Promise<MachineRecord & { channel?: OpenChannel }> {
     let rec = this.refresh(this.store.get(nameOrId));
     if (rec.state === 'running') throw new ConflictError(`machine "${rec.name}" is already running`);
+    refuseForkableVolumes(rec.spec, o.forkable ?? rec.spec.fork.enabled, rec.name);
     const unlock = this.store.lock(rec.id, 'start', rec.name);
     const layout = this.layout(rec);
     try {
@@ -252,7 +257,9 @@ export class MachineService {
       }
     }
     if (rec.pid) await this.engine.terminate(rec.pid, layout, graceMs);
-    fs.rmSync(layout.runDir, { recursive: true, force: true });
+    await stopVirtiofsd(layout);
+    // the volume stage is empty on the host; should it not be (a mount leaked), never recurse into it
+    if (removeStage(virtiofsdFiles(layout).stage)) fs.rmSync(layout.runDir, { recursive: true, force: true });
     await discardSpare(this, rec).catch(() => undefined);
   }
 
@@ -310,7 +317,7 @@ export class MachineService {
    */
   private async releaseCrashed(rec: MachineRecord): Promise<void> {
     const layout = this.layout(rec);
-    if (strayQemuPid(layout) || !(hasSpare(this, rec) || fs.existsSync(layout.memFile))) return;
+    if (strayQemuPid(layout) || !(hasSpare(this, rec) || fs.existsSync(layout.memFile) || virtiofsdPid(layout))) return;
     let unlock: () => void;
     try {
       unlock = this.store.lock(rec.id, 'release', rec.name);
@@ -320,6 +327,7 @@ export class MachineService {
     try {
       await discardSpare(this, rec);
       fs.rmSync(layout.memFile, { force: true });
+      await stopVirtiofsd(layout);
     } finally {
       unlock();
     }
@@ -331,6 +339,7 @@ export class MachineService {
   }
 
   private removeFiles(layout: MachineLayout): void {
+    if (!removeStage(virtiofsdFiles(layout).stage)) throw new SmolError(`removing ${virtiofsdFiles(layout).stage} failed: it is not empty (a volume still mounted there?)`);
     for (const p of [layout.dir, layout.runDir, layout.memFile]) {
       try {
         fs.rmSync(p, { recursive: true, force: true });
@@ -338,5 +347,17 @@ export class MachineService {
         throw new SmolError(`removing ${p} failed: ${(err as Error).message}`);
       }
     }
+  }
+}
+
+/**
+ * A forkable machine is saved and restored by migration, and QEMU 7.2 refuses to migrate a vhost-user-fs
+ * device ("not migratable"): volumes and fork cannot meet (docs/volumes.md).
+ */
+function refuseForkableVolumes(spec: Smolfile, forkable: boolean, name?: string): void {
+  if (forkable && volumesOf(spec).length) {
+    throw new UserError('a machine with volumes cannot be forkable', {
+      where: name ?? '--forkable', hint: 'QEMU cannot save a virtiofs device\'s state, so fork and --with-memory packs cannot carry volumes. Drop --forkable (or fork.enabled), or the volumes.',
+    });
   }
 }

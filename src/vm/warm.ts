@@ -44,11 +44,12 @@ interface SnapshotMeta { format: number; key: string; vm: VmIdentity; disk: Snap
 export const snapshotsDir = (home: string) => path.join(dataPaths(assetsHome({ ...process.env, SMOL_HOME: home })).cache, 'boot-snapshots');
 
 /**
- * Throwaway machines without a NIC qualify: their state is the RAM, the devices and (with a disk) what boot
+ * Throwaway machines without a NIC or volumes qualify: their state is the RAM, the devices and (with a disk) what boot
  * wrote to the overlay. A machine about to resume a memory-carrying artifact has better state already.
  */
 export function snapshotEligible(svc: MachineService, rec: MachineRecord): boolean {
-  return !!svc.engine.fork && rec.ephemeral && !rec.spec.net && process.env.SMOL_BOOT_SNAPSHOTS !== '0'
+  // a vhost-user-fs device cannot be migrated (QEMU 7.2), so a machine with volumes cannot be restored either
+  return !!svc.engine.fork && rec.ephemeral && !rec.spec.net && !rec.spec.volumes?.length && process.env.SMOL_BOOT_SNAPSHOTS !== '0'
     && !fs.existsSync(resumePlanFile(svc.layout(rec)));
 }
 

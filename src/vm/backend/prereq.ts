@@ -14,6 +14,7 @@ import { resolveImage } from '../image/resolve.js';
 import { BUSYBOX } from '../image/tree.js';
 import { findQemu, kvmUsable, vhostVsockAvailable } from '../qemu/detect.js';
 import { kvmBoots, type ProbeResult } from './kvm-probe.js';
+import { VIRTIOFSD } from '../volumes/virtiofsd.js';
 
 export type CheckStatus = 'ok' | 'warn' | 'missing';
 export interface Check { name: string; status: CheckStatus; required: boolean; detail: string; fix?: string }
@@ -41,6 +42,7 @@ export async function runChecks(home: string): Promise<Check[]> {
     checks.push(p ? { name: t.bin, status: 'ok', required: true, detail: p } : { name: t.bin, status: 'missing', required: true, detail: `not found (needed for ${t.why})`, fix: apt(t.pkg) });
   }
   checks.push(await busyboxCheck());
+  checks.push(await virtiofsdCheck());
   const kernel = await findKernel(home);
   checks.push(kernel
     ? { name: 'guest kernel', status: 'ok', required: true, detail: `${kernel.release} (${kernel.packageVersion})` }
@@ -64,6 +66,15 @@ export async function runChecks(home: string): Promise<Check[]> {
   checks.push({ name: 'vhost-vsock', status: vsock ? 'ok' : 'warn', required: false, detail: vsock ? '/dev/vhost-vsock usable' : 'absent: the agent channel uses virtio-serial (works everywhere)', fix: vsock ? undefined : 'modprobe vhost_vsock (optional)' });
   checks.push(await dataDirCheck(home));
   return checks;
+}
+
+/** Volumes only: a machine without them never starts virtiofsd, so its absence is a warning. */
+async function virtiofsdCheck(): Promise<Check> {
+  const ok = await access(VIRTIOFSD, constants.X_OK).then(() => true, () => false);
+  const unshare = await which('unshare');
+  if (!ok) return { name: 'virtiofsd', status: 'warn', required: false, detail: `${VIRTIOFSD} not found: volumes (-v) cannot be used`, fix: apt('qemu-system-common') };
+  if (!unshare) return { name: 'virtiofsd', status: 'warn', required: false, detail: 'unshare not found: volumes (-v) cannot be used', fix: apt('util-linux') };
+  return { name: 'virtiofsd', status: 'ok', required: false, detail: `${VIRTIOFSD} (volumes)` };
 }
 
 async function busyboxCheck(): Promise<Check> {

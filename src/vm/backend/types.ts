@@ -31,6 +31,8 @@ export interface LaunchSpec {
   hostname?: string;
   /** Load the guest's fuse/virtiofs modules (for a vhost-user-fs device passed in by the caller). */
   virtiofs?: boolean;
+  /** Volumes: a running virtiofsd's socket, and what /init mounts from it (vm/volumes/virtiofsd.ts). */
+  sharedFs?: { socketPath: string; tag: string; mounts: readonly { index: number; guest: string; readonly: boolean }[] };
   /** TEST ONLY: run /init's marker hook instead of the agent (see image/init-script.ts). */
   testHook?: { marker: string; sleepSeconds?: number };
   extraCmdline?: readonly string[];

@@ -7,6 +7,9 @@
  *   smol.vsock=1       the agent listens on vsock port 1024 instead of the virtio-serial port smol.0
  *   smol.ports=N       one agent per virtio-serial port smol.0 … smol.N-1 (smol.0's is PID 1)
  *   smol.virtiofs=1    load fuse + virtiofs (other optional modules follow smol.net and smol.vsock)
+ *   smol.vols=N:/path[:ro],…  mount the virtiofs tag "smol" and bind its directory N on each guest path
+ *                      (mkdir -p; into the root disk when there is one); :ro also marks the guest mount
+ *                      read-only (the host side enforces it either way: vm/volumes/virtiofsd.ts)
  *   smol.hostname=NAME
  *   smol.test=marker   TEST HOOK ONLY: print facts about the boot between SMOL_MARKER lines, then power off
  *                      (smol.testsleep=N sleeps N guest seconds first, for clock checks)
@@ -69,6 +72,18 @@ if [ -n "$root" ]; then
   [ -x ${AGENT_GUEST_PATH} ] && cp ${AGENT_GUEST_PATH} /newroot/.smol/smol-agent
   # images often ship resolv.conf as an absolute symlink, which cp would follow into the initramfs
   [ "$(arg smol.net)" = 1 ] && [ -d /newroot/etc ] && rm -f /newroot/etc/resolv.conf && cp /etc/resolv.conf /newroot/etc/resolv.conf
+fi
+
+if v=$(arg smol.vols); then
+  mkdir -p /run/smol/vol
+  mount -t virtiofs smol /run/smol/vol || fail "cannot mount the volumes (virtiofs tag smol)"
+  p=""; [ -n "$root" ] && p=/newroot
+  for e in $(echo "$v" | tr , ' '); do
+    n=\${e%%:*}; g=\${e#*:}; ro=""
+    case "$g" in *:ro) ro=1; g=\${g%:ro} ;; esac
+    mkdir -p "$p$g" && mount --bind "/run/smol/vol/$n" "$p$g" || fail "cannot mount volume $n on $g"
+    [ -z "$ro" ] || mount -o remount,bind,ro "$p$g" || fail "cannot make volume $g read-only"
+  done
 fi
 
 if t=$(arg smol.test); then

@@ -52,7 +52,11 @@ export interface QemuArgsInput {
   /** Start paused waiting for `migrate-incoming` over QMP (restore and fork). */
   incomingDefer?: boolean;
   name?: string;
+  /** A vhost-user-fs device on virtiofsd's socket (volumes: vm/volumes/virtiofsd.ts). */
+  sharedFs?: SharedFsSpec;
 }
+
+export interface SharedFsSpec { socketPath: string; tag: string }
 
 export function buildQemuArgs(i: QemuArgsInput): string[] {
   if (!Number.isInteger(i.memoryMiB) || i.memoryMiB < 64) throw new RangeError(`memoryMiB must be an integer ≥ 64, got ${i.memoryMiB}`);
@@ -65,6 +69,14 @@ export function buildQemuArgs(i: QemuArgsInput): string[] {
     const mb = i.memoryBackend;
     a.push('-object', `memory-backend-file,id=mem,size=${i.memoryMiB}M,mem-path=${opt(mb.path)},share=${mb.share ? 'on' : 'off'}`);
     machine.push('memory-backend=mem');
+  }
+  if (i.sharedFs) {
+    // virtiofsd reads and writes guest buffers in place: vhost-user needs the guest RAM mapped shared
+    if (i.memoryBackend && !i.memoryBackend.share) throw new RangeError('a vhost-user-fs device needs shared guest memory (share=on)');
+    if (!i.memoryBackend) {
+      a.push('-object', `memory-backend-memfd,id=mem,size=${i.memoryMiB}M,share=on`);
+      machine.push('memory-backend=mem');
+    }
   }
   a.push('-machine', machine.join(','));
   a.push(...accelArgs(i.accel));
@@ -93,6 +105,11 @@ export function buildQemuArgs(i: QemuArgsInput): string[] {
   } else {
     if (!Number.isInteger(i.channel.cid) || i.channel.cid < 3) throw new RangeError(`vsock cid must be an integer ≥ 3, got ${i.channel.cid}`);
     a.push('-device', `vhost-vsock-device,guest-cid=${i.channel.cid}`);
+  }
+  if (i.sharedFs) {
+    // virtiofsd (libvhost-user) refuses legacy virtio, microvm's default transport: make them all modern
+    a.push('-global', 'virtio-mmio.force-legacy=false');
+    a.push('-chardev', `socket,id=fs0,path=${opt(i.sharedFs.socketPath)}`, '-device', `vhost-user-fs-device,chardev=fs0,tag=${opt(i.sharedFs.tag)}`);
   }
   if (i.net) a.push('-netdev', 'user,id=net0', '-device', 'virtio-net-device,netdev=net0');
   else a.push('-nic', 'none');

@@ -15,6 +15,8 @@ export interface CmdlineOptions {
   hostname?: string;
   /** Load fuse + virtiofs in the guest. */
   virtiofs?: boolean;
+  /** Volumes /init mounts from the virtiofs tag `smol`: directory N of the share on guest path P (implies virtiofs). */
+  volumes?: readonly { index: number; guest: string; readonly: boolean }[];
   /** Test-only hook in /init (see init-script.ts). */
   test?: { marker: string; sleepSeconds?: number };
   extra?: readonly string[];
@@ -34,7 +36,10 @@ export function buildCmdline(o: CmdlineOptions): string {
   if (o.root) parts.push(`smol.root=${token('root', o.root)}`);
   if (o.vsock) parts.push('smol.vsock=1');
   else if (o.ports && o.ports > 1) parts.push(`smol.ports=${Math.min(31, Math.floor(o.ports))}`);
-  if (o.virtiofs) parts.push('smol.virtiofs=1');
+  if (o.virtiofs || o.volumes?.length) parts.push('smol.virtiofs=1');
+  if (o.volumes?.length) {
+    parts.push(`smol.vols=${o.volumes.map((v) => `${v.index}:${token('volume guest path', v.guest, /^\/[A-Za-z0-9._@+/-]*$/)}${v.readonly ? ':ro' : ''}`).join(',')}`);
+  }
   if (o.hostname) parts.push(`smol.hostname=${token('hostname', o.hostname)}`);
   if (o.test) {
     parts.push(`smol.test=${token('test marker', o.test.marker)}`);

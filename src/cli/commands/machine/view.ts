@@ -11,6 +11,7 @@ export function machineView(svc: MachineService, r: MachineRecord) {
     pid: r.state === 'running' ? r.pid : null, parent: r.parent ? svc.store.find(r.parent)?.name ?? r.parent : null, generation: r.generation, forkPoint: r.forkPoint,
     createdAt: new Date(r.createdAt).toISOString(), startedAt: r.startedAt ? new Date(r.startedAt).toISOString() : null,
     lastError: r.lastError, dir: layout.dir, consoleLog: layout.consoleLog,
+    volumes: r.spec.volumes ?? [],
     // shared vs own: a clone's RSS counts the fork template it shares, its PSS divides it among the family
     usage: { memory: r.state === 'running' ? memoryUsage(r.pid) : null, disk: diskUsage(layout.disk) },
   };

@@ -5,7 +5,7 @@ import { z } from 'zod';
 import { packArtifact, type PackProgress, type ResolvedSource } from '../../../artifact/index.js';
 import { ConflictError, UserError } from '../../../errors/index.js';
 import { formatBytes, printJson } from '../../output.js';
-import { machineSource } from '../../context.js';
+import { machineService, machineSource } from '../../context.js';
 
 const toInt = (v: string) => Number.parseInt(v, 10);
 
@@ -53,6 +53,13 @@ async function resolve(o: z.infer<typeof createSchema>): Promise<ResolvedSource>
   return { disk: o.disk, kernel: o.kernel!, initrd: o.initrd!, kernelCmdline: o.kernelCmdline };
 }
 
+/** The volumes the packed machine has (or its Smolfile declares): never packed, said so. */
+async function omittedVolumes(o: z.infer<typeof createSchema>): Promise<{ host: string; guest: string }[]> {
+  if (o.fromVm) return machineService().store.get(o.fromVm).spec.volumes ?? [];
+  if (o.smolfile) return (await import('../../../smolfile/load.js')).loadSmolfile(o.smolfile).spec.volumes;
+  return [];
+}
+
 export function register(parent: Command): void {
   parent.command('create')
     .description('pack a machine (disk, kernel, initramfs, optionally warm memory) into one .smolmachine file')
@@ -76,6 +83,10 @@ export function register(parent: Command): void {
       const spinner = !o.json && process.stderr.isTTY ? (await import('ora')).default({ stream: process.stderr, text: 'packing' }).start() : null;
       // before resolving: a memory pack pauses the machine and moves it onto a new overlay, not to be wasted
       if (!o.force && fs.existsSync(o.output)) throw new ConflictError(`${path.resolve(o.output)} already exists`, { where: o.output, hint: 'Choose another path or pass --force.' });
+      const omitted = await omittedVolumes(o);
+      if (omitted.length) {
+        process.stderr.write(`smol: volumes are not packed (${omitted.map((v) => `${v.host}:${v.guest}`).join(', ')}): an artifact carries the machine, not host directories; pass -v again to \`smol pack run\` or \`smol machine create --from\`\n`);
+      }
       const source = await resolve(o);
       const { release, captured, ...inputs } = source;
       try {

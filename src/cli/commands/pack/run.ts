@@ -8,10 +8,11 @@ import { mergeSpec } from '../../../smolfile/merge.js';
 import { machineService, progress } from '../../context.js';
 import { terminalIo } from '../../exec-io.js';
 import { addTerminalOptions, parseFlags, terminalFlags } from '../../machine-options.js';
+import { checkVolumes, parseVolumeFlag } from '../../../vm/volumes/spec.js';
 import { inspectArtifact } from '../../../artifact/index.js';
 import fs from 'node:fs';
 
-const packRunSchema = z.object({ ...terminalFlags, net: z.boolean().optional() });
+const packRunSchema = z.object({ ...terminalFlags, net: z.boolean().optional(), volume: z.array(z.string()).optional() });
 
 /**
  * `smol pack run FILE [-- CMD]`: an artifact in a throwaway machine (extracted once into the cache). A
@@ -24,6 +25,7 @@ export function register(parent: Command): void {
     .argument('<file>', '.smolmachine artifact')
     .argument('[command...]', 'command and arguments (after --)'))
     .option('--net', 'give the machine user-mode networking (one packed with networking resumes only with it)')
+    .option('-v, --volume <host:guest[:ro]>', 'share a host directory into the guest over virtiofs (repeatable; the machine boots: no resume, no boot snapshot)', (v: string, p: string[] = []) => [...p, v])
     .action(async (file: string, command: string[], opts: unknown) => {
       const o = parseFlags(packRunSchema, opts);
       const abs = path.resolve(file);
@@ -32,7 +34,9 @@ export function register(parent: Command): void {
       const spec = mergeSpec(undefined, undefined, {
         image: abs, cpus: manifest.resources.cpus, memory: manifest.resources.memoryMiB,
         env: manifest.env ?? {}, workdir: manifest.workdir, command: manifest.entrypoint, net: o.net,
+        volumes: (o.volume ?? []).map((v) => parseVolumeFlag(v)),
       });
+      checkVolumes(spec.volumes);
       const svc = machineService();
       const notice = manifest.resume ? await (await import('../../../vm/resume.js')).resumeNotice(svc, file, manifest, spec) : null;
       if (notice) process.stderr.write(`smol: ${notice}\n`);

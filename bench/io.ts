@@ -1,0 +1,166 @@
+/**
+ * `npm run bench:io`: what a machine's I/O with the host costs, each figure beside the same thing on the host.
+ * One function per section; BENCH_IO=volumes,… picks sections (default: all).
+ *  - volumes: virtiofs sequential read of a 256 MiB file (dd, bs=1M: buffered, O_DIRECT, and a re-read from
+ *    the guest's own page cache for the TCG ceiling) and busybox `find` over 10,000 small files (guest caches
+ *    dropped, then warm), each vs the host (warm page cache, the same tools); `smol run -v … -- true` vs
+ *    `smol run -- true` (a run with volumes cold-boots: docs/volumes.md).
+ * Set BENCH_RUNS (default 5). Machines live in a temp SMOL_HOME; kernel and images come from the default
+ * $SMOL_ASSETS (what `bash scripts/setup.sh` installed), so it works on a fresh clone.
+ */
+import { spawnSync } from 'node:child_process';
+import fs from 'node:fs';
+import os from 'node:os';
+import path from 'node:path';
+import { Writable } from 'node:stream';
+import { assetsHome, dataPaths } from '../src/util/paths.js';
+import { MachineService } from '../src/vm/service.js';
+import { MachineStore } from '../src/vm/registry/machines.js';
+import { openRegistry } from '../src/vm/registry/db.js';
+import { createQemuEngine } from '../src/vm/qemu-engine.js';
+import { execOnChannel } from '../src/vm/exec.js';
+import type { GuestChannel } from '../src/vm/engine.js';
+import { smolfileSchema } from '../src/smolfile/schema.js';
+import { hostAccel, median, printRows, timeRuns, type Row } from './stats.js';
+
+const RUNS = Number(process.env.BENCH_RUNS ?? 5);
+const root = path.resolve(path.dirname(new URL(import.meta.url).pathname), '..');
+const assets = assetsHome(process.env); // the default assets, before SMOL_HOME moves to a scratch dir
+const home = process.env.SMOL_BENCH_HOME ?? fs.mkdtempSync(path.join(os.tmpdir(), 'smol-bench-io-'));
+process.env.SMOL_HOME = home;
+process.env.SMOL_ASSETS = assets;
+const env = { ...process.env, SMOL_HOME: home, SMOL_ASSETS: assets };
+const MiB = 1024 * 1024;
+
+interface BenchContext { kvm: boolean; svc: MachineService; scratch: string }
+type Section = (c: BenchContext) => Promise<Row[]>;
+
+const smol = (args: string[]) => {
+  const r = spawnSync(process.execPath, [path.join(root, 'bin/smol'), ...args], { env, stdio: ['ignore', 'ignore', 'pipe'] });
+  if (r.status !== 0) throw new Error(`smol ${args.join(' ')} failed (${r.status}): ${r.stderr.toString().trim().split('\n').slice(-3).join(' ')}`);
+};
+
+function sink(): Writable & { text: string } {
+  const w = new Writable({ write(chunk: Buffer, _e, cb) { w.text += chunk.toString(); cb(); } }) as Writable & { text: string };
+  w.text = '';
+  return w;
+}
+
+async function guest(ch: GuestChannel, script: string): Promise<string> {
+  const out = sink();
+  const err = sink();
+  const r = await execOnChannel(ch, { argv: ['/bin/sh', '-c', script] }, { stdin: null, stdout: out, stderr: err });
+  if (r.code !== 0) throw new Error(`guest: ${script} failed (${r.code}): ${err.text.trim()}`);
+  return out.text;
+}
+
+function host(argv: string[]): string {
+  const r = spawnSync(argv[0], argv.slice(1), { encoding: 'utf8' });
+  if (r.status !== 0) throw new Error(`${argv.join(' ')} failed: ${r.stderr}`);
+  return r.stdout;
+}
+
+/** virtiofs figures, guest vs host, then the cost of a volume on `smol run`. */
+const volumes: Section = async ({ svc, scratch }) => {
+  const rows: Row[] = [];
+  const share = path.join(scratch, 'share');
+  fs.mkdirSync(path.join(share, 'many'), { recursive: true });
+  const big = path.join(share, 'big');
+  const block = Buffer.alloc(MiB);
+  for (let i = 0; i < block.length; i += 4096) block.writeUInt32LE(i * 2654435761 >>> 0, i);
+  const fd = fs.openSync(big, 'w');
+  for (let i = 0; i < 256; i++) fs.writeSync(fd, block);
+  fs.closeSync(fd);
+  for (let d = 0; d < 100; d++) {
+    const dir = path.join(share, 'many', String(d));
+    fs.mkdirSync(dir);
+    for (let f = 0; f < 100; f++) fs.writeFileSync(path.join(dir, `f${f}`), 'x');
+  }
+  const rec = await svc.create({ ...smolfileSchema.parse({}), volumes: [{ host: share, guest: '/work', readonly: true }] }, { ephemeral: true, name: `bench-io-${process.pid}` });
+  try {
+    const started = await svc.start(rec.id, { keepChannel: true });
+    const { ch, release } = started.channel!;
+    try {
+      host(['dd', `if=${big}`, 'of=/dev/null', 'bs=1M']); // the host's page cache holds the file for both sides
+      const count = Number((await guest(ch, 'busybox find /work/many -type f | wc -l')).trim());
+      if (count !== 10_000) throw new Error(`guest sees ${count} files, expected 10000`);
+      const gRead: number[] = [];
+      const gDirect: number[] = [];
+      const gCached: number[] = [];
+      const hRead: number[] = [];
+      const gFind: number[] = [];
+      const gFindWarm: number[] = [];
+      const hFind: number[] = [];
+      const mibps = async (script: string) => {
+        const t0 = performance.now();
+        await guest(ch, script);
+        return 256 / ((performance.now() - t0) / 1000);
+      };
+      for (let i = 0; i < RUNS; i++) {
+        await guest(ch, 'sync; echo 3 > /proc/sys/vm/drop_caches');
+        gRead.push(await mibps('dd if=/work/big of=/dev/null bs=1M 2>/dev/null'));
+        // the same file again, now in the guest's page cache: what any buffered read costs a TCG guest
+        gCached.push(await mibps('dd if=/work/big of=/dev/null bs=1M 2>/dev/null'));
+        await guest(ch, 'echo 3 > /proc/sys/vm/drop_caches');
+        // O_DIRECT skips the guest page cache: virtiofsd writes straight into dd's buffer
+        gDirect.push(await mibps('dd if=/work/big of=/dev/null bs=1M iflag=direct 2>/dev/null'));
+        const t0 = performance.now();
+        host(['dd', `if=${big}`, 'of=/dev/null', 'bs=1M']);
+        hRead.push(256 / ((performance.now() - t0) / 1000));
+        await guest(ch, 'echo 3 > /proc/sys/vm/drop_caches');
+        const find = async () => {
+          const t = performance.now();
+          await guest(ch, 'busybox find /work/many -type f | wc -l >/dev/null');
+          return performance.now() - t;
+        };
+        gFind.push(await find());
+        gFindWarm.push(await find());
+        const t1 = performance.now();
+        spawnSync('/bin/sh', ['-c', `busybox find ${path.join(share, 'many')} -type f | wc -l >/dev/null`]);
+        hFind.push(performance.now() - t1);
+      }
+      const host256 = median(hRead);
+      rows.push({ metric: 'virtiofs sequential read (256 MiB, dd bs=1M)', unit: 'MiB/s', value: median(gRead), baseline: host256, baselineLabel: 'host dd, page cache', target: '≥0.30x' });
+      rows.push({ metric: '  same, O_DIRECT (dd iflag=direct)', unit: 'MiB/s', value: median(gDirect), baseline: host256, baselineLabel: 'host dd, page cache', target: '≥0.30x' });
+      rows.push({ metric: '  re-read from the guest page cache', unit: 'MiB/s', value: median(gCached), baseline: host256, baselineLabel: 'host dd, page cache' });
+      rows.push({ metric: 'virtiofs find over 10,000 files (cold guest cache)', unit: 'ms', value: median(gFind), baseline: median(hFind), baselineLabel: 'host busybox find' });
+      rows.push({ metric: '  same, repeated at once (warm guest cache)', unit: 'ms', value: median(gFindWarm), baseline: median(hFind), baselineLabel: 'host busybox find' });
+    } finally {
+      ch.close();
+      release();
+    }
+  } finally {
+    await svc.remove(rec.id, { force: true });
+  }
+  smol(['run', '--', 'true']); // save the boot snapshot a plain run restores
+  const plain = await timeRuns(RUNS, async () => { smol(['run', '--', 'true']); });
+  const withVol = await timeRuns(RUNS, async () => { smol(['run', '-v', `${share}:/work:ro`, '--', 'true']); });
+  const cold = await timeRuns(RUNS, async () => { smol(['run', '--cold-boot', '--', 'true']); });
+  rows.push({ metric: 'smol run -v … -- true', unit: 'ms', value: median(withVol), baseline: median(plain), baselineLabel: 'smol run -- true', target: '≤1.15x' });
+  rows.push({ metric: '  cold boot without volumes', unit: 'ms', value: median(cold), baseline: median(withVol), baselineLabel: 'smol run -v … -- true' });
+  return rows;
+};
+
+// later sections (published ports, …) go here, one function each
+const SECTIONS: Record<string, Section> = { volumes };
+
+async function main(): Promise<void> {
+  const kvm = (await hostAccel()) === 'kvm';
+  const svc = new MachineService({ home, store: new MachineStore(openRegistry(dataPaths(home).registry)), engine: createQemuEngine(home) });
+  const scratch = fs.mkdtempSync(path.join(os.tmpdir(), 'smol-bench-io-data-'));
+  const pick = (process.env.BENCH_IO ?? Object.keys(SECTIONS).join(',')).split(',').filter(Boolean);
+  const rows: Row[] = [];
+  try {
+    for (const name of pick) {
+      const section = SECTIONS[name];
+      if (!section) throw new Error(`unknown BENCH_IO section "${name}" (have: ${Object.keys(SECTIONS).join(', ')})`);
+      rows.push(...await section({ kvm, svc, scratch }));
+    }
+  } finally {
+    fs.rmSync(scratch, { recursive: true, force: true });
+    if (!process.env.SMOL_BENCH_HOME) fs.rmSync(home, { recursive: true, force: true });
+  }
+  printRows(`bench:io (${kvm ? 'KVM' : 'TCG'}, ${os.cpus().length} cores, load ${os.loadavg()[0].toFixed(1)}, ${RUNS} runs)`, rows);
+}
+
+main().catch((e) => { console.error(e); process.exit(1); });

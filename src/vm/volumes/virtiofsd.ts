@@ -1,0 +1,165 @@
+/**
+ * One virtiofsd per machine, serving all of its volumes (docs/volumes.md). Debian's C virtiofsd (QEMU 7.2)
+ * shares one directory and has no read-only option, so it runs in a private mount namespace of its own
+ * (`unshare --mount`) whose only view of the host is a staging directory: each volume bind-mounted onto
+ * stage/N, read-only volumes remounted `bind,ro`, the stage itself read-only. virtiofsd then sandboxes
+ * itself into the stage (pivot_root), so guest writes to a read-only volume fail with EROFS on the host
+ * side whatever the guest's mount flags say, and a symlink in a share resolves inside the guest, never to
+ * the host's files. virtiofsd exits by itself when QEMU disconnects; smol also stops it with its machine
+ * and `machine ls` sweeps one whose QEMU died.
+ */
+import fs from 'node:fs';
+import path from 'node:path';
+import { BootError, PrerequisiteError } from '../../errors/index.js';
+import type { Volume } from '../../smolfile/schema.js';
+import { spawn, type SpawnOptions } from '../../util/exec.js';
+import type { MachineLayout } from '../layout.js';
+import { isRunning, waitGone } from '../backend/process.js';
+
+export const VIRTIOFSD = process.env.SMOL_VIRTIOFSD ?? '/usr/lib/qemu/virtiofsd';
+/** The one virtiofs tag a machine's guest mounts; volume N is the stage's directory N. */
+export const VIRTIOFS_TAG = 'smol';
+
+/** What QEMU and the guest's /init need to know about a running virtiofsd. */
+export interface SharedFs {
+  socketPath: string;
+  tag: string;
+  mounts: { index: number; guest: string; readonly: boolean }[];
+}
+
+export interface VirtiofsdFiles { socket: string; stage: string; pidFile: string; log: string }
+
+export const virtiofsdFiles = (layout: Pick<MachineLayout, 'dir' | 'runDir'>): VirtiofsdFiles => ({
+  socket: path.join(layout.runDir, 'fs.sock'),
+  stage: path.join(layout.runDir, 'vol'),
+  pidFile: path.join(layout.dir, 'virtiofsd.pid'),
+  log: path.join(layout.dir, 'virtiofsd.log'),
+});
+
+/**
+ * Mounts exist only in the namespace unshare made (propagation private), so the host never sees a volume
+ * under the stage: removing the stage can never reach the user's files.
+ */
+const STAGE_SCRIPT = `set -e
+stage=$1; n=$2; shift 2
+# virtiofsd keeps a pid lock in /run/virtiofsd, which only root could create: it gets a private /run
+run=$(readlink -f /var/run)
+mount -t tmpfs -o size=1m,mode=755 smol-run "$run"
+mkdir "$run/virtiofsd"
+mount --bind "$stage" "$stage"
+i=0
+while [ "$i" -lt "$n" ]; do
+  mount --bind "$1" "$stage/$i"
+  if [ "$2" = ro ]; then mount -o remount,bind,ro "$stage/$i"; fi
+  shift 2; i=$((i+1))
+done
+mount -o remount,bind,ro "$stage"
+exec "$@"
+`;
+
+/** Start virtiofsd for these volumes; resolves once its socket accepts QEMU. */
+export async function startVirtiofsd(layout: Pick<MachineLayout, 'dir' | 'runDir'>, volumes: readonly Volume[], name?: string): Promise<SharedFs> {
+  if (!fs.existsSync(VIRTIOFSD)) {
+    throw new PrerequisiteError(`volumes need virtiofsd, and ${VIRTIOFSD} does not exist`, { where: name, hint: 'Install it: sudo apt-get install qemu-system-common (or run `npm run setup`); `smol doctor` checks it.' });
+  }
+  const f = virtiofsdFiles(layout);
+  await stopVirtiofsd(layout);
+  fs.mkdirSync(layout.runDir, { recursive: true });
+  fs.rmSync(f.socket, { force: true });
+  fs.mkdirSync(f.stage, { recursive: true });
+  const pairs: string[] = [];
+  volumes.forEach((v, i) => {
+    fs.mkdirSync(path.join(f.stage, String(i)), { recursive: true });
+    // a symlinked host path is shared as the directory it names
+    pairs.push(fs.realpathSync(v.host), v.readonly ? 'ro' : 'rw');
+  });
+  const daemon = [VIRTIOFSD, `--socket-path=${f.socket}`, '-o', `source=${f.stage}`, '-o', 'sandbox=namespace', '-o', 'cache=auto', '-o', 'log_level=warn'];
+  // root shares with guest uids as they are; anyone else runs it as root of a user namespace mapped to them
+  const unshare = process.getuid?.() === 0 ? ['--mount', '--propagation', 'private'] : ['--user', '--map-root-user', '--mount', '--propagation', 'private'];
+  const log = fs.openSync(f.log, 'w');
+  let pid: number | undefined;
+  try {
+    const { child } = await spawn('unshare', [...unshare, '--', '/bin/sh', '-c', STAGE_SCRIPT, 'smol-volumes', f.stage, String(volumes.length), ...pairs, ...daemon], {
+      // a raw fd, not execa's {file}: the log must outlive this process, so no stream of ours may sit in between
+      detached: true, stdio: ['ignore', log, log] as unknown as SpawnOptions['stdio'],
+    });
+    child.unref();
+    child.catch(() => undefined);
+    pid = child.pid;
+  } finally {
+    fs.closeSync(log);
+  }
+  if (!pid) throw new BootError(`boot failed: virtiofsd did not start${name ? ` for machine "${name}"` : ''}`, { where: name });
+  fs.writeFileSync(f.pidFile, `${pid}\n`);
+  const deadline = Date.now() + 10_000;
+  while (!fs.existsSync(f.socket)) {
+    if (!isRunning(pid, '') || Date.now() > deadline) {
+      await stopVirtiofsd(layout);
+      throw new BootError(`boot failed: virtiofsd exited before serving the volumes${name ? ` of machine "${name}"` : ''}: ${logTail(f.log)}`, { where: name, hint: `Its log: ${f.log}` });
+    }
+    await new Promise((r) => setTimeout(r, 5));
+  }
+  // outer before inner: /work must be mounted before /work/cache is made inside it
+  const depth = (p: string) => p.split('/').filter(Boolean).length;
+  const mounts = volumes.map((v, index) => ({ index, guest: v.guest, readonly: v.readonly })).sort((a, b) => depth(a.guest) - depth(b.guest));
+  return { socketPath: f.socket, tag: VIRTIOFS_TAG, mounts };
+}
+
+/** This machine's virtiofsd, if it still runs (a recycled pid is not: its command line names our socket). */
+export function virtiofsdPid(layout: Pick<MachineLayout, 'dir' | 'runDir'>): number | null {
+  const f = virtiofsdFiles(layout);
+  try {
+    const pid = Number.parseInt(fs.readFileSync(f.pidFile, 'utf8'), 10);
+    if (!(pid > 1) || !isRunning(pid, '')) return null;
+    return fs.readFileSync(`/proc/${pid}/cmdline`, 'utf8').includes(f.socket) ? pid : null;
+  } catch {
+    return null;
+  }
+}
+
+/** Stop the machine's virtiofsd (and its sandboxed child) and remove its files. Safe to call when none runs. */
+export async function stopVirtiofsd(layout: Pick<MachineLayout, 'dir' | 'runDir'>): Promise<void> {
+  const f = virtiofsdFiles(layout);
+  const pid = virtiofsdPid(layout);
+  if (pid) {
+    const kids = childrenOf(pid);
+    // it exits within ~50 ms of QEMU hanging up; its writes are synchronous, so nothing is lost by a kill
+    if (!(await waitGone(pid, '', 300))) try { process.kill(pid, 'SIGKILL'); } catch { /* gone */ }
+    await waitGone(pid, '', 2_000);
+    // the sandboxed child dies with its parent (PDEATHSIG); make sure of it
+    for (const k of kids) if (isRunning(k, 'virtiofsd')) try { process.kill(k, 'SIGKILL'); } catch { /* gone */ }
+  }
+  fs.rmSync(f.pidFile, { force: true });
+  fs.rmSync(f.socket, { force: true });
+  removeStage(f.stage);
+}
+
+/**
+ * rmdir, never a recursive remove: the stage's directories are empty on the host (the bind mounts live in
+ * virtiofsd's namespace only), and if that ever were not so, a recursive remove would delete the user's files.
+ */
+export function removeStage(stage: string): boolean {
+  try {
+    for (const n of fs.readdirSync(stage)) fs.rmdirSync(path.join(stage, n));
+    fs.rmdirSync(stage);
+    return true;
+  } catch (err) {
+    return (err as NodeJS.ErrnoException).code === 'ENOENT';
+  }
+}
+
+function childrenOf(pid: number): number[] {
+  try {
+    return fs.readFileSync(`/proc/${pid}/task/${pid}/children`, 'utf8').trim().split(/\s+/).filter(Boolean).map(Number);
+  } catch {
+    return [];
+  }
+}
+
+function logTail(file: string): string {
+  try {
+    return fs.readFileSync(file, 'utf8').trim().split('\n').slice(-3).join(' ') || '(no output)';
+  } catch {
+    return '(no log)';
+  }
+}
