@@ -37,7 +37,9 @@ export function progress(quiet = false): ProgressReporter {
     let finished = false;
     let make: ((msg: string) => Ora) | undefined;
     void import('ora').then((m) => {
-      make = (msg) => m.default({ stream: process.stderr, text: msg }).start();
+      // discardStdin off: ora would put stdin in raw mode and back to cooked when it stops, undoing the raw
+      // mode of an -it session that was set before the spinner (guest input then echoed twice)
+      make = (msg) => m.default({ stream: process.stderr, text: msg, discardStdin: false }).start();
       if (text !== undefined && !finished) spinner = make(text);
     });
     return {

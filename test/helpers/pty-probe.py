@@ -1,0 +1,39 @@
+#!/usr/bin/env python3
+"""Runs a command on a real pseudo-terminal, as a person's terminal would, and reports the terminal's
+mode while the command runs. Prints one JSON line: {"icanon": bool, "echo": bool, "output": str, "code": int}.
+  pty-probe.py MARKER INPUT -- command...
+Waits for MARKER in the output, reads the line discipline's ICANON/ECHO flags, types INPUT, then
+collects output until the command exits (at most 60 s)."""
+import fcntl, json, os, pty, select, struct, sys, termios, time
+
+def main():
+    marker, typed = sys.argv[1].encode(), sys.argv[2].encode()
+    argv = sys.argv[sys.argv.index('--') + 1:]
+    pid, fd = pty.fork()
+    if pid == 0:
+        os.execvp(argv[0], argv)
+    fcntl.ioctl(fd, termios.TIOCSWINSZ, struct.pack('HHHH', 24, 80, 0, 0))  # a 0x0 terminal confuses spinners
+    out, state, deadline = b'', None, time.time() + 60
+    while time.time() < deadline and os.waitpid(pid, os.WNOHANG)[0] == 0:
+        r, _, _ = select.select([fd], [], [], 0.1)
+        if r:
+            try:
+                chunk = os.read(fd, 65536)
+            except OSError:
+                break
+            if not chunk:
+                break
+            out += chunk
+        if state is None and marker in out:
+            time.sleep(0.5)  # let anything that would flip the mode back (a spinner's stop) do so
+            lflag = termios.tcgetattr(fd)[3]
+            state = {'icanon': bool(lflag & termios.ICANON), 'echo': bool(lflag & termios.ECHO)}
+            os.write(fd, typed)
+    done, status = os.waitpid(pid, os.WNOHANG)
+    if not done:
+        os.kill(pid, 9)
+        _, status = os.waitpid(pid, 0)
+    print(json.dumps({**(state or {'icanon': None, 'echo': None}), 'output': out.decode('utf-8', 'replace')[-4000:],
+                      'code': os.waitstatus_to_exitcode(status)}))
+
+main()
