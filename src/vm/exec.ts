@@ -7,6 +7,7 @@ import { InterruptedError, NotFoundError, UserError, mapFsError } from '../error
 import type { ExecHandle, ExecRequest, GuestChannel } from './engine.js';
 import type { MachineService } from './service.js';
 import { attachGpu, type GpuAttachment } from './gpu.js';
+import { copyTreeIn, copyTreeOut, guestIsDir } from './copy-tree.js';
 
 export interface ExecIo {
   /** null: the guest command sees EOF on stdin at once. */
@@ -104,7 +105,7 @@ export function parseCopyEnd(arg: string): CopyEnd {
   return { machine: null, path: arg };
 }
 
-export async function copy(svc: MachineService, srcArg: string, dstArg: string): Promise<{ bytes: number; direction: 'in' | 'out' }> {
+export async function copy(svc: MachineService, srcArg: string, dstArg: string, opts: { recursive?: boolean } = {}): Promise<{ bytes: number; direction: 'in' | 'out' }> {
   const src = parseCopyEnd(srcArg);
   const dst = parseCopyEnd(dstArg);
   if (!!src.machine === !!dst.machine) {
@@ -121,11 +122,16 @@ export async function copy(svc: MachineService, srcArg: string, dstArg: string):
       } catch {
         throw new NotFoundError(`no such file: ${src.path}`);
       }
-      if (!st.isFile()) throw new UserError(`cp copies regular files; ${src.path} is not one`);
+      if (st.isDirectory()) {
+        if (!opts.recursive) throw new UserError(`${src.path} is a directory`, { hint: 'Copy directories with -r: smol machine cp -r DIR MACHINE:/path' });
+        return { bytes: await copyTreeIn(ch, src.path, dst.path), direction: 'in' };
+      }
+      if (!st.isFile()) throw new UserError(`cp copies regular files and, with -r, directories; ${src.path} is neither`);
       const target = dst.path.endsWith('/') ? dst.path + path.basename(src.path) : dst.path;
       await ch.putFile(fs.createReadStream(src.path), target, st.mode & 0o7777);
       return { bytes: st.size, direction: 'in' };
     }
+    if (opts.recursive && await guestIsDir(ch, src.path)) return { bytes: await copyTreeOut(ch, src.path, dst.path), direction: 'out' };
     const { size, mode, stream } = await ch.getFile(src.path);
     let target = dst.path;
     if (fs.existsSync(target) && fs.statSync(target).isDirectory()) target = path.join(target, path.posix.basename(src.path));
