@@ -329,7 +329,8 @@ EXPORT CUresult cuEventQuery(smol_event *e) { uint64_t id; CUresult r = ev_id(e,
 EXPORT CUresult cuEventElapsedTime_v2(float *ms, smol_event *a, smol_event *b) {
   uint64_t args[2], o = 0;
   CUresult r = ev_id(a, &args[0]); if (!r) r = ev_id(b, &args[1]); if (r) return r;
-  if (!ms) return CUDA_ERROR_INVALID_VALUE;
+  /* a NULL out pointer is INVALID_HANDLE, not INVALID_VALUE, on the real driver (H200, 580.159) */
+  if (!ms) return CUDA_ERROR_INVALID_HANDLE;
   if (!a->recorded || !b->recorded || ((a->flags | b->flags) & EVENT_DISABLE_TIMING)) return CUDA_ERROR_INVALID_HANDLE;
   r = smol_call(SMOL_OP_EVENT_ELAPSED_TIME, args, 2, NULL, 0, &o, 1, NULL, 0, NULL);
   if (!r) { uint32_t bits = (uint32_t)o; memcpy(ms, &bits, 4); }

@@ -210,12 +210,30 @@ CUresult smol_connect(void) {
   return r;
 }
 
+/* A kernel fault is fatal to the whole process on the real driver: from then on its work calls (copies,
+ * memsets, launches, frees, records), in every context, return the fault (H200, 580.159: a cuMemFree in
+ * another context returned 700). Fire-and-forget calls cannot hear that from the daemon in time, so once
+ * any reply has carried such an error the shim answers them with it itself. */
+static CUresult g_sticky;
+static int sticky_code(CUresult r) { return r == 700 || r == 702 || r == 710 || (r >= 714 && r <= 719); }
+static int is_work(uint16_t op) {
+  switch (op) {
+  case SMOL_OP_MEM_FREE: case SMOL_OP_MEM_FREE_ASYNC: case SMOL_OP_MEMCPY_HTO_D: case SMOL_OP_MEMCPY_DTO_D:
+  case SMOL_OP_MEMSET: case SMOL_OP_LAUNCH_KERNEL: case SMOL_OP_EVENT_RECORD: case SMOL_OP_STREAM_WAIT_EVENT:
+  case SMOL_OP_STREAM_CREATE: case SMOL_OP_EVENT_CREATE:
+    return 1;
+  default:
+    return 0;
+  }
+}
+
 CUresult smol_call(uint16_t op, const uint64_t *args, int nargs, const void *blob, size_t bloblen,
                    uint64_t *outs, int nouts, void *out, size_t outcap, size_t *outlen) {
   uint64_t ctx = smol_current_id();
   pthread_mutex_lock(&g_mu);
   CUresult r = connect_locked();
   if (!r) r = sync_ctx_locked(op, ctx) ? CUDA_ERROR_UNKNOWN : call_locked(op, args, nargs, blob, bloblen, outs, nouts, out, outcap, outlen);
+  if (sticky_code(r) && !g_sticky) __atomic_store_n(&g_sticky, r, __ATOMIC_RELEASE);
   pthread_mutex_unlock(&g_mu);
   return r;
 }
@@ -225,6 +243,8 @@ CUresult smol_fire(uint16_t op, const uint64_t *args, int nargs, const void *blo
 }
 /* For callers that already hold the calling thread's context (launches: one TLS read fewer). */
 CUresult smol_fire_ctx(uint64_t ctx, uint16_t op, const uint64_t *args, int nargs, const void *blob, size_t bloblen) {
+  CUresult sticky = __atomic_load_n(&g_sticky, __ATOMIC_ACQUIRE);
+  if (sticky && is_work(op)) return sticky;
   pthread_mutex_lock(&g_mu);
   CUresult r = connect_locked();
   if (!r && (sync_ctx_locked(op, ctx) || queue_locked(op, SMOL_FLAG_ASYNC, args, nargs, blob, bloblen))) r = CUDA_ERROR_UNKNOWN;
