@@ -2,6 +2,11 @@
  * Worker-thread entry: binds the listening socket (unix, tcp or vsock), accepts connections and starts
  * one session worker per connection itself, so that a busy (or blocked) main thread never delays a
  * guest. Polls with a short timeout to keep its own event loop turning for its children's events.
+ *
+ * Never `terminate()` a thread of this daemon: each one calls into koffi, and a thread stopped from
+ * outside while inside a koffi call aborts the whole process (docs/cuda.md, "Stopping"). Every thread
+ * ends itself: a spare on a stop message, a session at EOF on its socket (shut down here), this thread
+ * once all of them have exited.
  */
 import { parentPort, workerData, type Worker } from 'node:worker_threads';
 import { sys, sockaddr } from './driver/sys.js';
@@ -9,47 +14,58 @@ import { spawnWorker } from './spawn.js';
 import { STAT } from './session.js';
 import type { Endpoint } from '../protocol/index.js';
 
-const { endpoint, libcuda, quotaBytes } = workerData as { endpoint: Endpoint; libcuda: string; quotaBytes: number };
+interface Data { endpoint: Endpoint; libcuda: string; quotaBytes: number; stopped: SharedArrayBuffer }
+const { endpoint, libcuda, quotaBytes, stopped } = workerData as Data;
 const io = sys();
-const sessions = new Map<number, { fd: number; worker: Worker }>();
+interface Child { worker: Worker; exited: Promise<void>; alive: boolean }
+const sessions = new Map<number, Child & { fd: number }>();
 let fd = -1, stopping = false, nextId = 1;
 
 parentPort!.on('message', (m: { type: string }) => { if (m.type === 'stop') stopping = true; });
 
-const spawnSpare = () => spawnWorker('session-worker', { fd: -1, libcuda, quotaBytes });
-let spare: Worker | undefined;
+const post = (m: object) => parentPort!.postMessage(m);
+
+function child(worker: Worker): Child {
+  const c: Child = { worker, alive: true, exited: undefined as unknown as Promise<void> };
+  c.exited = new Promise<void>((r) => worker.once('exit', () => { c.alive = false; r(); }));
+  return c;
+}
+
+function spawnSpare(): Child {
+  const c = child(spawnWorker('session-worker', { fd: -1, libcuda, quotaBytes }));
+  // A spare that fails to load the driver dies here; the next connection gets a fresh worker instead.
+  c.worker.on('error', (err) => { if (!stopping) process.stderr.write(`smol gpu: session worker failed to start: ${err.message}\n`); });
+  return c;
+}
+let spare: Child | undefined;
 
 function startSession(conn: number): void {
   const id = nextId++;
   const stats = new SharedArrayBuffer(STAT.size * 8);
-  const worker = spare ?? spawnSpare();
+  const c = spare?.alive ? spare : spawnSpare();
   spare = spawnSpare();
-  worker.postMessage({ fd: conn, stats, sessionId: id });
-  sessions.set(id, { fd: conn, worker });
-  parentPort!.postMessage({ type: 'session', id, stats });
+  const s = { ...c, fd: conn };
+  sessions.set(id, s);
+  post({ type: 'session', id, stats });
   let reported = false;
-  worker.on('message', (msg: { type: string; reason: string; cleanupMs: number }) => {
-    if (msg.type === 'closed') { reported = true; parentPort!.postMessage({ type: 'closed', id, reason: msg.reason, cleanupMs: msg.cleanupMs }); }
+  const report = (reason: string, cleanupMs = 0, freedBytes = 0) => {
+    if (reported) return;
+    reported = true;
+    post({ type: 'closed', id, reason: stopping && reason === 'guest disconnected' ? 'daemon stopping' : reason, cleanupMs, freedBytes });
+  };
+  c.worker.on('message', (msg: { type: string; reason: string; cleanupMs: number; freedBytes: number }) => {
+    if (msg.type === 'closed') report(msg.reason, msg.cleanupMs, msg.freedBytes);
   });
-  worker.on('error', (err) => { io.close(conn); reported = true; parentPort!.postMessage({ type: 'closed', id, reason: `worker crashed: ${err.message}`, cleanupMs: 0 }); });
-  worker.on('exit', () => {
-    sessions.delete(id);
-    if (!reported) parentPort!.postMessage({ type: 'closed', id, reason: 'worker exited', cleanupMs: 0 });
-  });
+  c.worker.on('error', (err) => report(`worker crashed: ${err.message}`));
+  // The socket stays open (the worker only shuts it down) until its worker is gone, so the fd number
+  // cannot be reused by another socket of this process while a stop may still shut it down.
+  c.worker.once('exit', () => { io.close(conn); sessions.delete(id); report('worker exited'); });
+  c.worker.postMessage({ fd: conn, stats, sessionId: id });
 }
 
-async function main(): Promise<void> {
-  try {
-    const { family, addr } = sockaddr(endpoint);
-    fd = io.socket(family);
-    io.bindListen(fd, addr, 128);
-  } catch (err) {
-    if (fd >= 0) io.close(fd);
-    parentPort!.postMessage({ type: 'error', message: (err as Error).message });
-    return;
-  }
+async function serve(): Promise<void> {
   spare = spawnSpare();
-  parentPort!.postMessage({ type: 'listening' });
+  post({ type: 'listening' });
   while (!stopping) {
     if (io.readable(fd, 50)) {
       const c = io.accept(fd);
@@ -60,12 +76,39 @@ async function main(): Promise<void> {
     }
     await new Promise((r) => setImmediate(r));
   }
-  io.close(fd);
-  if (spare) await spare.terminate();
-  // Ending each connection makes its worker free everything and exit.
-  const exits = [...sessions.values()].map(({ fd: s, worker }) => new Promise((r) => { worker.once('exit', r); io.shutdown(s); }));
-  await Promise.race([Promise.all(exits), new Promise((r) => setTimeout(r, 5000))]);
-  for (const { worker } of sessions.values()) await worker.terminate();
-  parentPort!.postMessage({ type: 'stopped' });
+}
+
+/** Ends every child and waits for each to exit on its own; after this, no thread of the daemon calls koffi. */
+async function stop(): Promise<void> {
+  stopping = true;
+  if (fd >= 0) io.close(fd);
+  spare?.worker.postMessage({ type: 'stop' });
+  // EOF on its socket makes a session free everything, report, and exit; its guest sees the close.
+  for (const s of sessions.values()) io.shutdown(s.fd);
+  await Promise.all([spare?.exited, ...[...sessions.values()].map((s) => s.exited)]);
+  Atomics.store(new Int32Array(stopped), 0, 1);
+  Atomics.notify(new Int32Array(stopped), 0);
+  post({ type: 'stopped' });
+  parentPort!.close();
+}
+
+async function main(): Promise<void> {
+  try {
+    const { family, addr } = sockaddr(endpoint);
+    fd = io.socket(family);
+    io.bindListen(fd, addr, 128);
+  } catch (err) {
+    if (fd >= 0) io.close(fd);
+    fd = -1;
+    post({ type: 'error', message: (err as Error).message });
+    await stop();
+    return;
+  }
+  try {
+    await serve();
+  } catch (err) {
+    process.stderr.write(`smol gpu: acceptor failed: ${(err as Error).stack ?? String(err)}\n`);
+  }
+  await stop();
 }
 void main();

@@ -2,13 +2,16 @@
  * Worker-thread entry: owns one guest connection (a socket fd) and the CUDA context(s) of that guest.
  * Reads frames with blocking syscalls, executes them in order, batches replies, and frees everything
  * when the connection ends. Frames that break the protocol end this session only.
+ * This thread is never terminated from outside (koffi aborts the process if it is stopped inside a
+ * call): it ends itself, at EOF on its socket (the acceptor shuts the socket down to stop it) or, as a
+ * spare, on a stop message. The acceptor closes the fd once this thread has exited.
  */
 import fs from 'node:fs';
 import { parentPort, workerData } from 'node:worker_threads';
 import { loadCudaDriver } from './driver/cuda.js';
 import { sys } from './driver/sys.js';
 import { OP, OP_ROWS, PROTOCOL } from '../protocol/index.js';
-import { ProtocolViolation, Session, u64, type Reply } from './session.js';
+import { ProtocolViolation, Session, STAT, u64, type Reply } from './session.js';
 
 interface Init { fd: number; libcuda: string; quotaBytes: number; stats: SharedArrayBuffer; sessionId: number }
 /** Spare workers start without a connection and wait for one (so a new guest does not wait for a
@@ -100,18 +103,28 @@ function main(): string {
     reason = err instanceof ProtocolViolation ? `protocol violation: ${err.message}` : `daemon error: ${(err as Error).stack ?? err}`;
   } finally {
     const t = performance.now();
+    const stats = new Float64Array(init.stats);
+    freedBytes = stats[STAT.memBytes];
     session.cleanup();
-    io.close(init.fd);
+    // The guest sees EOF now; the fd itself stays open until the acceptor closes it after this thread exits.
+    io.shutdown(init.fd);
     cleanupMs = performance.now() - t;
   }
   return reason;
 }
 
-let cleanupMs = 0;
+let cleanupMs = 0, freedBytes = 0;
 function run(): void {
   const reason = main();
-  parentPort!.postMessage({ type: 'closed', reason, cleanupMs });
+  parentPort!.postMessage({ type: 'closed', reason, cleanupMs, freedBytes });
   parentPort!.close();
 }
+type Start = Pick<Init, 'fd' | 'stats' | 'sessionId'> | { type: 'stop' };
 if (init.fd >= 0) run();
-else parentPort!.once('message', (m: Pick<Init, 'fd' | 'stats' | 'sessionId'>) => { Object.assign(init, m); run(); });
+else {
+  parentPort!.once('message', (m: Start) => {
+    if ('type' in m) { parentPort!.close(); return; } // a spare the daemon no longer needs
+    Object.assign(init, m);
+    run();
+  });
+}

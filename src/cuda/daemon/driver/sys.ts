@@ -20,6 +20,8 @@ export interface Sys {
   /** Waits up to `ms` for fd to become readable (or to have a connection to accept). */
   readable(fd: number, ms: number): boolean;
   errno(): number;
+  /** _exit(2): ends the process without Node's teardown (which would stop worker threads wherever they are). */
+  exitNow(code: number): never;
 }
 
 let cached: Sys | undefined;
@@ -37,6 +39,7 @@ export function sys(): Sys {
   const shutdown = c.func('int shutdown(int fd, int how)');
   const setsockopt = c.func('int setsockopt(int fd, int level, int name, const void *val, uint32_t len)');
   const poll = c.func('int poll(void *fds, uint64_t n, int timeout)');
+  const exit = c.func('void _exit(int code)');
   const pfd = Buffer.alloc(8);
   const one = Buffer.alloc(4); one.writeInt32LE(1);
   const EINTR = 4;
@@ -79,6 +82,7 @@ export function sys(): Sys {
       return (poll(pfd, 1, ms) as number) > 0;
     },
     errno: () => koffi.errno(),
+    exitNow(code) { exit(code); throw new Error('unreachable: _exit returned'); },
   };
   return cached;
 }
