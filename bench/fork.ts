@@ -20,14 +20,12 @@ import { openRegistry } from '../src/vm/registry/db.js';
 import { MachineStore } from '../src/vm/registry/machines.js';
 import { MachineService } from '../src/vm/service.js';
 import { dataPaths } from '../src/util/paths.js';
+import { benchHome, quickMode, requireGuest } from './env.js';
 import { hostAccel, median, printRows, type Row } from './stats.js';
 
-const RUNS = Number(process.env.BENCH_RUNS ?? 5);
-const root = path.resolve(path.dirname(new URL(import.meta.url).pathname), '..');
-const ownHome = !process.env.SMOL_HOME;
-const home = process.env.SMOL_HOME ?? fs.mkdtempSync(path.join(os.tmpdir(), 'smol-bench-fork-'));
-process.env.SMOL_HOME = home;
-process.env.SMOL_ASSETS ??= path.join(root, '.smol-test', 'shared');
+const RUNS = Number(process.env.BENCH_RUNS ?? (quickMode ? 1 : 5));
+const { home, assets, ownHome } = benchHome('fork');
+requireGuest(assets);
 const MiB = 1024 * 1024;
 const spec = smolfileSchema.parse({ memory: 256 });
 const svc = new MachineService({ home, store: new MachineStore(openRegistry(dataPaths(home).registry)), engine: createQemuEngine(home) });

@@ -13,11 +13,11 @@ import path from 'node:path';
 import * as tar from 'tar';
 import { ensureExtracted, extractArtifact, inspectArtifact, packArtifact, verifyArtifact } from '../src/artifact/index.js';
 import { run, spawn } from '../src/util/exec.js';
-import { dataPaths } from '../src/util/paths.js';
+import { assetsHome, dataPaths } from '../src/util/paths.js';
 import { resumeRows } from './pack-resume.js';
 import { median, printRows, timeRuns, type Row } from './stats.js';
 
-const RUNS = Number(process.env.BENCH_RUNS ?? 5);
+const RUNS = Number(process.env.BENCH_RUNS ?? (process.env.BENCH_QUICK === '1' ? 1 : 5));
 const MB = 1e6;
 
 async function fixture(dir: string): Promise<{ kernel: string; initrd: string; disk: string; usedBytes: number }> {
@@ -68,7 +68,7 @@ async function hashOnly(file: string): Promise<void> {
 /** The real default guest (kernel + initramfs) when smol has set it up, or BENCH_KERNEL/BENCH_INITRD; else null. */
 async function defaultGuest(): Promise<{ kernel: string; initrd: string } | null> {
   if (process.env.BENCH_KERNEL && process.env.BENCH_INITRD) return { kernel: process.env.BENCH_KERNEL, initrd: process.env.BENCH_INITRD };
-  const { kernel, images } = dataPaths();
+  const { kernel, images } = dataPaths(assetsHome());
   const first = async (d: string, pick: (n: string) => string | null) => {
     for (const n of await readdir(d).catch(() => [] as string[])) {
       const f = pick(n);
