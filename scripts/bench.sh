@@ -4,9 +4,10 @@
 #             works on this setup (scripts/test.sh runs this), not a measurement
 set -euo pipefail
 cd "$(dirname "$0")/.."
-for a in "$@"; do case "$a" in --quick) export BENCH_QUICK=1 BENCH_RUNS=1 ;; esac; done
+limit=()
+for a in "$@"; do case "$a" in --quick) export BENCH_QUICK=1 BENCH_RUNS=1; limit=(timeout 900) ;; esac; done
 for b in vm agent cuda ledger fork pack; do
   [ -n "$(node -e "process.stdout.write(require('./package.json').scripts['bench:$b'] ?? '')")" ] || continue
   echo "== bench:$b"
-  npm run --silent "bench:$b"
+  "${limit[@]}" npm run --silent "bench:$b"
 done
