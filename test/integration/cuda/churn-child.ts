@@ -1,5 +1,5 @@
 /**
- * Child process of stress.test.ts: daemons (compiled, in this process) stopped at random points of
+ * Child process of stress.test.ts: daemons (compiled, in this process) stopped at points spread over
  * session churn, then a process.exit() while busy sessions are inside the driver. Worker threads stopped
  * from outside inside a koffi call abort the whole process ("FATAL ERROR: Error::ThrowAsJavaScriptException
  * napi_throw"), so the parent asserts this process exits 0. Args: ROUNDS SEED.
@@ -18,6 +18,7 @@ const { startGpuDaemon } = await import(daemonModule) as typeof import('../../..
 const rounds = Number(process.argv[2] ?? 8);
 let x = Number(process.argv[3] ?? 1);
 const rnd = (n: number) => (x = (x * 1103515245 + 12345) >>> 0) % n;
+const STOP_BOUND_MS = 6000;
 const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
 const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'smol-churn-'));
 
@@ -44,15 +45,28 @@ async function busy(endpoint: string, until: () => boolean): Promise<void> {
   }
 }
 
-for (let r = 0; r < rounds; r++) {
-  const d = await startGpuDaemon({ listen: `unix:${path.join(dir, `r${r}.sock`)}`, libcuda: fakeLibcuda });
-  const clients = Array.from({ length: 4 }, () => dropper(d.endpoint).catch(() => undefined));
-  // Stop somewhere between "before any session" and "after all of them": each new session starts a
-  // spare worker, so a stop often finds one binding the driver.
-  await sleep(rnd(400));
+/**
+ * One daemon: a client connects and drops, and the daemon is closed `stopAt` ms after they start. Each
+ * new session spawns the next spare worker, so a stop in the right few tens of ms finds a spare still
+ * binding the driver: where the old close() terminate()d it and the process aborted.
+ */
+async function stopDuringChurn(name: string, stopAt: number): Promise<string> {
+  const d = await startGpuDaemon({ listen: `unix:${path.join(dir, `${name}.sock`)}`, libcuda: fakeLibcuda });
+  const clients = [dropper(d.endpoint).catch(() => undefined)];
+  await sleep(stopAt);
   const rep = await d.close();
   await Promise.all(clients);
-  process.stdout.write(`round ${r}: stopped in ${Math.round(rep.stopMs)} ms, ended ${rep.sessions.length} session(s)\n`);
+  const line = `${name}: stop at ${stopAt} ms took ${Math.round(rep.stopMs)} ms, ended ${rep.sessions.length} session(s)`;
+  // A stop waits only for workers to end themselves (a second or two if one is still starting, under
+  // load); the old close() always ran into its 8 s timeout before it terminate()d the acceptor.
+  if (!(rep.stopMs < STOP_BOUND_MS)) { process.stdout.write(`${line}: over ${STOP_BOUND_MS} ms\n`); process.exit(1); }
+  return line;
+}
+
+// The stops are spread over the time a new spare takes to start and bind the driver (150-650 ms after the
+// connection here, later on a busier machine), so that some stop lands inside that window.
+for (let r = 0; r < rounds; r++) {
+  process.stdout.write(await stopDuringChurn(`r${r}`, 150 + Math.round((500 * (r + rnd(100) / 100)) / rounds)) + '\n');
 }
 
 // The process ends with the daemon open and busy sessions in the driver: process.exit() stops every
