@@ -24,6 +24,8 @@ import { benchHome, quickMode, requireGuest } from './env.js';
 import { hostAccel, median, printRows, type Row } from './stats.js';
 
 const RUNS = Number(process.env.BENCH_RUNS ?? (quickMode ? 1 : 5));
+/** Fewest repeats of the N-clone and hold figures (a quick run checks the bench works, once each). */
+const MIN_REPS = quickMode ? 1 : 3;
 const { home, assets, ownHome } = benchHome('fork');
 requireGuest(assets);
 const MiB = 1024 * 1024;
@@ -96,7 +98,7 @@ async function main(): Promise<void> {
   // the same without the warm spare (SMOL_FORK_SPARE=0): the clone's QEMU and overlays start inside the call
   process.env.SMOL_FORK_SPARE = '0';
   const noSpare: number[] = [];
-  for (let i = 0; i <= Math.max(3, Math.ceil(RUNS / 2)); i++) {
+  for (let i = 0; i <= Math.max(MIN_REPS, Math.ceil(RUNS / 2)); i++) {
     const r = await forkMachine(svc, 'parent', { count: 1 });
     const c = r.clones[0];
     // the first of these still finds the spare the previous fork left
@@ -117,7 +119,7 @@ async function main(): Promise<void> {
   const many: Record<number, { total: number[]; pss: number[] }> = {};
   for (const n of [4, 8]) {
     many[n] = { total: [], pss: [] };
-    for (let i = 0; i < Math.max(3, Math.ceil(RUNS / 2)); i++) {
+    for (let i = 0; i < Math.max(MIN_REPS, Math.ceil(RUNS / 2)); i++) {
       const r = await forkMachine(svc, 'parent', { count: n });
       if (r.clones.some((c) => !c.ok)) throw new Error(`a clone failed: ${JSON.stringify(r.clones)}`);
       many[n].total.push(Math.max(...r.clones.map((c) => c.readyMs!)));
