@@ -21,7 +21,8 @@ const RUNS = Number(process.env.BENCH_RUNS ?? 3);
 const Q = process.env.BENCH_QUICK === '1' ? 10 : 1;
 const median = (xs: number[]) => [...xs].sort((a, b) => a - b)[Math.floor(xs.length / 2)];
 const pct = (xs: number[], p: number) => { const s = [...xs].sort((a, b) => a - b); return s[Math.min(s.length - 1, Math.ceil(p * s.length) - 1)] ?? 0; };
-const tmp = () => fs.mkdtempSync(path.join(os.tmpdir(), 'smol-bench-'));
+const tmps: string[] = [];
+const tmp = () => { const d = fs.mkdtempSync(path.join(os.tmpdir(), 'smol-bench-')); tmps.push(d); return d; };
 const fmt = (n: number, d = 0) => n.toLocaleString('en-US', { maximumFractionDigits: d, minimumFractionDigits: d });
 
 function item(i: number, rollout = 'b'): NewItem {
@@ -297,7 +298,11 @@ async function main(): Promise<void> {
   row('', 'baseline', 'smol', 'ratio', '');
   const only = process.env.BENCH_ONLY?.split(',');
   const sections: [string, () => unknown][] = [['enqueue', enqueue], ['claim', claimComplete], ['latency', claimLatency], ['renew', renewals], ['wal', walGrowth], ['gateway', gateway]];
-  for (const [name, fn] of sections) if (!only || only.includes(name)) await fn();
+  try {
+    for (const [name, fn] of sections) if (!only || only.includes(name)) await fn();
+  } finally {
+    for (const d of tmps) fs.rmSync(d, { recursive: true, force: true });
+  }
 }
 
 await main();
