@@ -35,6 +35,7 @@ function spawnSpare(): Child {
   const c = child(spawnWorker('session-worker', { fd: -1, libcuda, quotaBytes }));
   // A spare that fails to load the driver dies here; the next connection gets a fresh worker instead.
   c.worker.on('error', (err) => { if (!stopping) process.stderr.write(`smol gpu: session worker failed to start: ${err.message}\n`); });
+  c.worker.once('message', (m: { type: string }) => { if (m.type === 'ready' && spare === c) post({ type: 'spare', ready: true }); });
   return c;
 }
 let spare: Child | undefined;
@@ -44,6 +45,7 @@ function startSession(conn: number): void {
   const stats = new SharedArrayBuffer(STAT.size * 8);
   const c = spare?.alive ? spare : spawnSpare();
   spare = spawnSpare();
+  post({ type: 'spare', ready: false });
   const s = { ...c, fd: conn };
   sessions.set(id, s);
   post({ type: 'session', id, stats });

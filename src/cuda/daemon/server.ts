@@ -27,6 +27,8 @@ export interface SessionStatus { id: number; startedAt: string; calls: number; m
 export interface GpuDaemonStatus {
   endpoint: string; libcuda: string; pid: number; quotaBytes: number | null;
   sessions: SessionStatus[]; closedSessions: number; lastClose?: { id: number; reason: string; cleanupMs: number };
+  /** A session worker with the driver bound waits for the next connection. */
+  spareReady: boolean;
 }
 export interface StoppedSession { id: number; reason: string; freedBytes: number; cleanupMs: number }
 /** What close() did: how long it took and the sessions it ended (their memory freed by the daemon). */
@@ -57,6 +59,8 @@ export async function startGpuDaemon(opts: GpuDaemonOptions): Promise<GpuDaemon>
   const stoppedFlag = new Int32Array(new SharedArrayBuffer(4));
   const acceptor = spawnWorker('acceptor-worker', { endpoint: ep, libcuda, quotaBytes: quota, stopped: stoppedFlag.buffer });
   const exited = new Promise<void>((r) => acceptor.once('exit', () => r()));
+  let spareReady = false;
+  acceptor.on('message', (m: { type: string; ready?: boolean }) => { if (m.type === 'spare') spareReady = !!m.ready; });
   let listenError: Error | undefined;
   await new Promise<void>((resolve, reject) => {
     acceptor.once('error', reject);
@@ -89,7 +93,7 @@ export async function startGpuDaemon(opts: GpuDaemonOptions): Promise<GpuDaemon>
       id: s.id, startedAt: s.startedAt.toISOString(), calls: s.stats[STAT.calls], memBytes: s.stats[STAT.memBytes],
       allocations: s.stats[STAT.allocs], asyncErrors: s.stats[STAT.asyncErrors],
     })),
-    closedSessions, lastClose,
+    closedSessions, lastClose, spareReady,
   });
 
   let control: net.Server | undefined;

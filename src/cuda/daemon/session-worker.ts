@@ -122,6 +122,7 @@ function run(): void {
 type Start = Pick<Init, 'fd' | 'stats' | 'sessionId'> | { type: 'stop' };
 if (init.fd >= 0) run();
 else {
+  parentPort!.postMessage({ type: 'ready' }); // the driver is bound: a connection handed over now starts at once
   parentPort!.once('message', (m: Start) => {
     if ('type' in m) { parentPort!.close(); return; } // a spare the daemon no longer needs
     Object.assign(init, m);

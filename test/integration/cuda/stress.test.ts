@@ -100,7 +100,7 @@ describe('the daemon never aborts', () => {
   it('with no clients, SIGTERM ends `smol gpu serve` at once', async () => {
     const d = await serve();
     // Let the warm spare finish loading the driver: a stop waits for a worker that is still binding it.
-    await new Promise((r) => setTimeout(r, 2000));
+    expect(await waitFor(async () => ((await queryStatus(d)).spareReady ? true : undefined), 30_000)).toBe(true);
     const t = await term(d);
     console.log(`SIGTERM with no clients: process gone in ${t.ms.toFixed(0)} ms; ${/stopped in .*/.exec(d.log())?.[0]}`);
     expect(t.code).toBe(0);
