@@ -30,4 +30,9 @@ export default tseslint.config(
     ], patterns: [{ group: ['**/cli/**', '../cli/*'], message: 'Services never import the CLI layer.' }] }] },
   },
   { files: ['src/util/exec.ts', 'src/cuda/daemon/driver.ts', 'src/cuda/daemon/driver/**', 'src/util/ffi.ts'], rules: { 'no-restricted-imports': 'off' } },
+  // A thread stopped from outside inside a koffi call aborts the process (docs/cuda.md, "Stopping").
+  {
+    files: ['src/cuda/**/*.ts', 'src/vm/gpu.ts'],
+    rules: { 'no-restricted-syntax': ['error', { selector: "CallExpression[callee.property.name='terminate']", message: 'Daemon threads call koffi: never terminate() one; let it end itself (docs/cuda.md, Stopping).' }] },
+  },
 );

@@ -10,6 +10,7 @@ import path from 'node:path';
 import { execFile, execFileSync } from 'node:child_process';
 import { promisify } from 'node:util';
 import { fileURLToPath } from 'node:url';
+import { assetsHome } from '../src/util/paths.js';
 import { startGpuDaemon } from '../src/cuda/daemon/index.js';
 import { koffiModule } from '../src/cuda/daemon/driver/cuda.js';
 import { buildGlibcRootfs } from '../test/helpers/glibc-rootfs.js';
@@ -18,7 +19,7 @@ const execFileAsync = promisify(execFile);
 
 const root = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '..');
 const build = path.join(root, 'build');
-const quick = process.argv.includes('--quick');
+const quick = process.argv.includes('--quick') || process.env.BENCH_QUICK === '1';
 // --libcuda PATH benchmarks a real driver (on a GPU machine) instead of the FAKE one.
 const libArg = process.argv.indexOf('--libcuda');
 const driverPath = libArg > 0 ? process.argv[libArg + 1] : path.join(build, 'fake-cuda/libcuda.so.1');
@@ -130,7 +131,7 @@ async function runProgram(file: string, args: string[], env: NodeJS.ProcessEnv):
 /**
  * The same measurements from inside a C program: against the FAKE driver directly, through the shim to the
  * daemon on this host, and through the shim inside a microVM (guest socket -> agent -> virtio-serial -> smol
- * -> daemon). The VM row needs the guest kernel and images (`smol setup` or a test run's .smol-test/shared).
+ * -> daemon). The VM row needs the guest kernel and images `smol` uses (installed by scripts/setup.sh).
  */
 async function programRows(endpoint: string, dir: string): Promise<void> {
   const progs = path.join(build, 'cuda-programs');
@@ -139,11 +140,11 @@ async function programRows(endpoint: string, dir: string): Promise<void> {
   const [mib, calls, launches] = quick ? ['16', '500', '5000'] : ['64', '2000', '20000'];
   const direct = await runProgram(prog, [ptx, mib, calls, launches], { LD_LIBRARY_PATH: path.dirname(driverPath) });
   const shim = await runProgram(prog, [ptx, mib, calls, launches], { LD_LIBRARY_PATH: build, SMOL_CUDA_ENDPOINT: endpoint });
-  const assets = process.env.SMOL_ASSETS ?? path.join(root, '.smol-test', 'shared');
+  const assets = assetsHome();
   let vm: Record<string, number> | null = null;
   let why = '';
   if (libArg > 0) why = 'not with --libcuda';
-  else if (!fs.existsSync(path.join(assets, 'kernel'))) why = `no guest kernel in ${assets} (run smol setup)`;
+  else if (!fs.existsSync(path.join(assets, 'kernel'))) why = `no guest kernel in ${assets} (run bash scripts/setup.sh)`;
   else {
     const rootfs = path.join(dir, 'rootfs');
     await buildGlibcRootfs(rootfs, [prog], [ptx]);

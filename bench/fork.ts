@@ -20,14 +20,14 @@ import { openRegistry } from '../src/vm/registry/db.js';
 import { MachineStore } from '../src/vm/registry/machines.js';
 import { MachineService } from '../src/vm/service.js';
 import { dataPaths } from '../src/util/paths.js';
+import { benchHome, quickMode, requireGuest } from './env.js';
 import { hostAccel, median, printRows, type Row } from './stats.js';
 
-const RUNS = Number(process.env.BENCH_RUNS ?? 5);
-const root = path.resolve(path.dirname(new URL(import.meta.url).pathname), '..');
-const ownHome = !process.env.SMOL_HOME;
-const home = process.env.SMOL_HOME ?? fs.mkdtempSync(path.join(os.tmpdir(), 'smol-bench-fork-'));
-process.env.SMOL_HOME = home;
-process.env.SMOL_ASSETS ??= path.join(root, '.smol-test', 'shared');
+const RUNS = Number(process.env.BENCH_RUNS ?? (quickMode ? 1 : 5));
+/** Fewest repeats of the N-clone and hold figures (a quick run checks the bench works, once each). */
+const MIN_REPS = quickMode ? 1 : 3;
+const { home, assets, ownHome } = benchHome('fork');
+requireGuest(assets);
 const MiB = 1024 * 1024;
 const spec = smolfileSchema.parse({ memory: 256 });
 const svc = new MachineService({ home, store: new MachineStore(openRegistry(dataPaths(home).registry)), engine: createQemuEngine(home) });
@@ -98,7 +98,7 @@ async function main(): Promise<void> {
   // the same without the warm spare (SMOL_FORK_SPARE=0): the clone's QEMU and overlays start inside the call
   process.env.SMOL_FORK_SPARE = '0';
   const noSpare: number[] = [];
-  for (let i = 0; i <= Math.max(3, Math.ceil(RUNS / 2)); i++) {
+  for (let i = 0; i <= Math.max(MIN_REPS, Math.ceil(RUNS / 2)); i++) {
     const r = await forkMachine(svc, 'parent', { count: 1 });
     const c = r.clones[0];
     // the first of these still finds the spare the previous fork left
@@ -119,7 +119,7 @@ async function main(): Promise<void> {
   const many: Record<number, { total: number[]; pss: number[] }> = {};
   for (const n of [4, 8]) {
     many[n] = { total: [], pss: [] };
-    for (let i = 0; i < Math.max(3, Math.ceil(RUNS / 2)); i++) {
+    for (let i = 0; i < Math.max(MIN_REPS, Math.ceil(RUNS / 2)); i++) {
       const r = await forkMachine(svc, 'parent', { count: n });
       if (r.clones.some((c) => !c.ok)) throw new Error(`a clone failed: ${JSON.stringify(r.clones)}`);
       many[n].total.push(Math.max(...r.clones.map((c) => c.readyMs!)));

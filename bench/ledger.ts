@@ -17,9 +17,12 @@ import { OpenAiCompletionsUpstream } from '../src/rollout/gateway/upstream.js';
 
 const self = fileURLToPath(import.meta.url);
 const RUNS = Number(process.env.BENCH_RUNS ?? 3);
+/** BENCH_QUICK=1: a tenth of every count and duration, to check the bench works (scripts/bench.sh --quick). */
+const Q = process.env.BENCH_QUICK === '1' ? 10 : 1;
 const median = (xs: number[]) => [...xs].sort((a, b) => a - b)[Math.floor(xs.length / 2)];
 const pct = (xs: number[], p: number) => { const s = [...xs].sort((a, b) => a - b); return s[Math.min(s.length - 1, Math.ceil(p * s.length) - 1)] ?? 0; };
-const tmp = () => fs.mkdtempSync(path.join(os.tmpdir(), 'smol-bench-'));
+const tmps: string[] = [];
+const tmp = () => { const d = fs.mkdtempSync(path.join(os.tmpdir(), 'smol-bench-')); tmps.push(d); return d; };
 const fmt = (n: number, d = 0) => n.toLocaleString('en-US', { maximumFractionDigits: d, minimumFractionDigits: d });
 
 function item(i: number, rollout = 'b'): NewItem {
@@ -139,12 +142,12 @@ function enqueue(): void {
     let dir = tmp();
     let l = freshLedger(dir);
     let t = performance.now();
-    for (let i = 0; i < 5000; i++) l.enqueueSync([item(i)]);
-    base.push(5000 / ((performance.now() - t) / 1000));
+    for (let i = 0; i < 5000 / Q; i++) l.enqueueSync([item(i)]);
+    base.push(5000 / Q / ((performance.now() - t) / 1000));
     void l.close();
     dir = tmp();
     l = freshLedger(dir);
-    const all = Array.from({ length: 200_000 }, (_, i) => item(i));
+    const all = Array.from({ length: 200_000 / Q }, (_, i) => item(i));
     t = performance.now();
     for (let i = 0; i < all.length; i += 5000) l.enqueueSync(all.slice(i, i + 5000));
     ours.push(all.length / ((performance.now() - t) / 1000));
@@ -157,8 +160,8 @@ async function claimComplete(): Promise<void> {
   const base: number[] = [];
   const ours: number[] = [];
   for (let r = 0; r < RUNS; r++) {
-    base.push((await runWorkers(4, 4000, 'single', 1, 5000)).rate);
-    ours.push((await runWorkers(4, 40_000, 'batched', 64, 0)).rate);
+    base.push((await runWorkers(4, 4000 / Q, 'single', 1, 5000)).rate);
+    ours.push((await runWorkers(4, 40_000 / Q, 'batched', 64, 0)).rate);
   }
   row('claim+complete, 4 processes (items/s)', `${fmt(median(base))} 1/txn`, `${fmt(median(ours))} 64/txn`, `${fmt(median(ours) / median(base), 1)}×`, 'target ≥ 5,000/s');
 }
@@ -174,7 +177,7 @@ async function claimLatency(): Promise<void> {
   for (let r = 0; r < RUNS; r++) {
     for (const steady of [true, false]) {
       for (const q of ['poll', 'fifo'] as const) {
-        const x = await runWorkers(8, 4000, 'single', 1, 0, q, steady);
+        const x = await runWorkers(8, 4000 / Q, 'single', 1, 0, q, steady);
         (runs[`${q}/${steady}`] ??= []).push({ p50: pct(x.claimMs, 0.5), p99: pct(x.claimMs, 0.99), max: Math.max(...x.claimMs), rate: x.rate });
       }
     }
@@ -214,7 +217,7 @@ async function walGrowth(): Promise<void> {
     if (longReader) { reader.exec('BEGIN'); reader.prepare('SELECT count(*) FROM items').get(); }
     let peak = 0;
     const wal = () => (fs.existsSync(`${file}-wal`) ? fs.statSync(`${file}-wal`).size : 0);
-    const until = performance.now() + 4000;
+    const until = performance.now() + 4000 / Q;
     let i = 0;
     while (performance.now() < until) {
       l.enqueueSync(Array.from({ length: 500 }, () => item(i++)));
@@ -235,7 +238,7 @@ async function walGrowth(): Promise<void> {
   const b = await measure(true);
   const o = await measure(false);
   const mb = (n: number) => `${(n / 1048576).toFixed(1)} MB`;
-  row('WAL peak, 4 s of writes (~MB)', `${mb(b.peak)} long reader`, `${mb(o.peak)} ledger reads`, '', 'target ≤ 64 MB');
+  row(`WAL peak, ${4 / Q} s of writes (~MB)`, `${mb(b.peak)} long reader`, `${mb(o.peak)} ledger reads`, '', 'target ≤ 64 MB');
   row('  WAL after the reader ends + checkpoint', mb(b.after), mb(o.after), '', '');
 }
 
@@ -259,7 +262,7 @@ async function gateway(): Promise<void> {
     const blobs = new BlobStore(path.join(dir, 'blobs'));
     const svc = new GatewayService({ ledger, blobs, upstream: new OpenAiCompletionsUpstream(up.url), envVersion: 'bench', limits: { maxOutstanding: 4096, maxPerRollout: 4096 }, batch: { maxBatch, windowMs: 2 } });
     const srv = await startGatewayServer(svc, blobs, { host: '127.0.0.1', port: 0 });
-    const N = 4000;
+    const N = 4000 / Q;
     const cpu0 = process.cpuUsage();
     const out = await new Promise<string>((resolve, reject) => {
       const c = spawn(process.execPath, ['--import', 'tsx', self, '--client', srv.url, String(N), '128', `k${maxBatch}-${Date.now()}`], { stdio: ['ignore', 'pipe', 'inherit'] });
@@ -295,7 +298,11 @@ async function main(): Promise<void> {
   row('', 'baseline', 'smol', 'ratio', '');
   const only = process.env.BENCH_ONLY?.split(',');
   const sections: [string, () => unknown][] = [['enqueue', enqueue], ['claim', claimComplete], ['latency', claimLatency], ['renew', renewals], ['wal', walGrowth], ['gateway', gateway]];
-  for (const [name, fn] of sections) if (!only || only.includes(name)) await fn();
+  try {
+    for (const [name, fn] of sections) if (!only || only.includes(name)) await fn();
+  } finally {
+    for (const d of tmps) fs.rmSync(d, { recursive: true, force: true });
+  }
 }
 
 await main();

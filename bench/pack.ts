@@ -13,17 +13,20 @@ import path from 'node:path';
 import * as tar from 'tar';
 import { ensureExtracted, extractArtifact, inspectArtifact, packArtifact, verifyArtifact } from '../src/artifact/index.js';
 import { run, spawn } from '../src/util/exec.js';
-import { dataPaths } from '../src/util/paths.js';
+import { assetsHome, dataPaths } from '../src/util/paths.js';
 import { resumeRows } from './pack-resume.js';
 import { median, printRows, timeRuns, type Row } from './stats.js';
 
-const RUNS = Number(process.env.BENCH_RUNS ?? 5);
+const quick = process.env.BENCH_QUICK === '1';
+const RUNS = Number(process.env.BENCH_RUNS ?? (quick ? 1 : 5));
+/** 10 MB random files written into the fixture disk: 200 MB, or 20 MB in a quick run. */
+const BLOBS = quick ? 2 : 20;
 const MB = 1e6;
 
 async function fixture(dir: string): Promise<{ kernel: string; initrd: string; disk: string; usedBytes: number }> {
   const tree = path.join(dir, 'tree');
   await mkdir(tree);
-  for (let i = 0; i < 20; i++) await writeFile(path.join(tree, `blob-${i}`), randomBytes(10 * MB));
+  for (let i = 0; i < BLOBS; i++) await writeFile(path.join(tree, `blob-${i}`), randomBytes(10 * MB));
   const raw = path.join(dir, 'disk.raw');
   await run('qemu-img', ['create', '-q', '-f', 'raw', raw, '1G']);
   await run('mkfs.ext4', ['-q', '-F', '-d', tree, raw]);
@@ -68,7 +71,7 @@ async function hashOnly(file: string): Promise<void> {
 /** The real default guest (kernel + initramfs) when smol has set it up, or BENCH_KERNEL/BENCH_INITRD; else null. */
 async function defaultGuest(): Promise<{ kernel: string; initrd: string } | null> {
   if (process.env.BENCH_KERNEL && process.env.BENCH_INITRD) return { kernel: process.env.BENCH_KERNEL, initrd: process.env.BENCH_INITRD };
-  const { kernel, images } = dataPaths();
+  const { kernel, images } = dataPaths(assetsHome());
   const first = async (d: string, pick: (n: string) => string | null) => {
     for (const n of await readdir(d).catch(() => [] as string[])) {
       const f = pick(n);
@@ -99,12 +102,12 @@ async function main(): Promise<void> {
 }
 
 async function fileCases(dir: string): Promise<void> {
-  console.log(`building fixture (200 MB of random files in a 1 GiB ext4, qcow2) in ${dir}; ${RUNS} runs each; load average ${os.loadavg().map((x) => x.toFixed(2)).join(' ')}`);
+  console.log(`building fixture (${BLOBS * 10} MB of random files in a 1 GiB ext4, qcow2) in ${dir}; ${RUNS} runs each; load average ${os.loadavg().map((x) => x.toFixed(2)).join(' ')}`);
   const fx = await fixture(dir);
   const diskFile = (await stat(fx.disk)).size;
   const guest = await defaultGuest();
   const cases: [string, { kernel: string; initrd: string; disk?: string }][] = [
-    ['200 MB-written disk (+ synthetic 12 MiB kernel, 2 MiB initramfs)', { kernel: fx.kernel, initrd: fx.initrd, disk: fx.disk }],
+    [`${BLOBS * 10} MB-written disk (+ synthetic 12 MiB kernel, 2 MiB initramfs)`, { kernel: fx.kernel, initrd: fx.initrd, disk: fx.disk }],
     guest ? ['default image (real vmlinux + initramfs, no disk)', guest] : ['small (synthetic kernel + initramfs, no disk; no default image set up)', { kernel: fx.kernel, initrd: fx.initrd }],
   ];
   for (const [label, inputs] of cases) {

@@ -4,7 +4,8 @@
  *  - launch → agent ready (service API)
  *  - exec round trip in a running machine vs the same agent over a host unix socket (no VM)
  *  - stdout throughput guest → host, cp throughput both ways, host RSS per idle machine
- * Set BENCH_RUNS (default 5). Uses $SMOL_HOME/$SMOL_ASSETS, or a temp home with the test assets.
+ * Set BENCH_RUNS (default 5), BENCH_QUICK=1 for one run and fewer round trips. State goes to a scratch
+ * home (or $SMOL_HOME); the kernel and images are the ones `smol` uses (bench/env.ts).
  */
 import { spawn, spawnSync } from 'node:child_process';
 import fs from 'node:fs';
@@ -22,14 +23,13 @@ import { openRegistry } from '../src/vm/registry/db.js';
 import { createQemuEngine } from '../src/vm/qemu-engine.js';
 import { execOnChannel } from '../src/vm/exec.js';
 import { buildPaths, dataPaths } from '../src/util/paths.js';
+import { benchHome, quickMode, requireGuest } from './env.js';
 import { hostAccel, median, percentile, printRows, timeRuns, type Row } from './stats.js';
 
-const RUNS = Number(process.env.BENCH_RUNS ?? 5);
+const RUNS = Number(process.env.BENCH_RUNS ?? (quickMode ? 1 : 5));
 const root = path.resolve(path.dirname(new URL(import.meta.url).pathname), '..');
-const home = process.env.SMOL_HOME ?? fs.mkdtempSync(path.join(os.tmpdir(), 'smol-bench-'));
-const assets = process.env.SMOL_ASSETS ?? path.join(root, '.smol-test', 'shared');
-process.env.SMOL_HOME = home;
-process.env.SMOL_ASSETS = assets;
+const { home, assets, ownHome } = benchHome('vm');
+requireGuest(assets);
 const env = { ...process.env, SMOL_HOME: home, SMOL_ASSETS: assets };
 const kvm = (await hostAccel()) === 'kvm';
 const MiB = 1024 * 1024;
@@ -80,7 +80,7 @@ async function main(): Promise<void> {
   const none = { stdin: null, stdout: sink(), stderr: sink() };
   for (let i = 0; i < 20; i++) await execOnChannel(ch, { argv: ['true'] }, none);
   const rtt: number[] = [];
-  for (let i = 0; i < 200; i++) {
+  for (let i = 0; i < (quickMode ? 20 : 200); i++) {
     const t0 = performance.now();
     await execOnChannel(ch, { argv: ['true'] }, none);
     rtt.push(performance.now() - t0);
@@ -92,7 +92,7 @@ async function main(): Promise<void> {
   for (let i = 0; i < 100 && !fs.existsSync(sock); i++) await new Promise((r) => setTimeout(r, 20));
   const host = await AgentClient.connectUnix(sock);
   const hostRtt: number[] = [];
-  for (let i = 0; i < 200; i++) {
+  for (let i = 0; i < (quickMode ? 20 : 200); i++) {
     const t0 = performance.now();
     await host.run({ argv: ['true'] });
     hostRtt.push(performance.now() - t0);
@@ -147,6 +147,7 @@ async function main(): Promise<void> {
   host.close();
   agent.kill('SIGKILL');
   fs.rmSync(sockDir, { recursive: true, force: true });
+  if (ownHome) fs.rmSync(home, { recursive: true, force: true });
   printRows(`bench:vm (${kvm ? 'KVM' : 'TCG'}, ${os.cpus().length} cores, load ${os.loadavg()[0].toFixed(1)}, ${RUNS} runs)`, rows);
 }
 

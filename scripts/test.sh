@@ -1,5 +1,6 @@
 #!/usr/bin/env bash
-# The whole test suite, from a clean clone: setup (idempotent), static checks, unit and integration tests.
+# The whole test suite, from a clean clone: setup (idempotent), static checks, unit and integration tests,
+# then every bench once in its quick mode (they use the assets setup installed, as smol does).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 bash scripts/setup.sh --test
@@ -8,3 +9,4 @@ echo "== lint";        npx eslint .
 echo "== generated";   if [ -f scripts/check-generated.sh ]; then bash scripts/check-generated.sh; fi
 echo "== unit";        npx vitest run --project unit
 echo "== integration"; npx vitest run --project integration
+echo "== benches (quick: each runs once, so none can rot)"; bash scripts/bench.sh --quick

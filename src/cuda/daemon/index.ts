@@ -1,2 +1,2 @@
 /** Host side of CUDA remoting: the daemon (one session process per guest process). */
-export { startGpuDaemon, queryGpuDaemon, type GpuDaemon, type GpuDaemonOptions, type GpuDaemonStatus, type SessionStatus } from './server.js';
+export { startGpuDaemon, queryGpuDaemon, type GpuDaemon, type GpuDaemonOptions, type GpuDaemonStatus, type SessionStatus, type GpuStopReport, type StoppedSession } from './server.js';

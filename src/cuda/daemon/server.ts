@@ -30,8 +30,13 @@ export interface SessionStatus { id: number; pid: number; startedAt: string; cal
 export interface GpuDaemonStatus {
   endpoint: string; libcuda: string; pid: number; quotaBytes: number | null;
   sessions: SessionStatus[]; closedSessions: number; lastClose?: { id: number; reason: string; cleanupMs: number };
+  /** A spare session process has loaded the driver and waits for the next guest. */
+  spareReady: boolean;
 }
-export interface GpuDaemon { endpoint: string; control?: string; status(): GpuDaemonStatus; close(): Promise<void> }
+/** A session a stop ended: its device memory is freed by the driver as its process exits. */
+export interface StoppedSession { id: number; reason: string; freedBytes: number; cleanupMs: number }
+export interface GpuStopReport { stopMs: number; sessions: StoppedSession[] }
+export interface GpuDaemon { endpoint: string; control?: string; status(): GpuDaemonStatus; close(): Promise<GpuStopReport> }
 
 /** How long stopping sessions may take before their processes are killed outright. */
 const STOP_GRACE_MS = 800;
@@ -68,6 +73,7 @@ export async function startGpuDaemon(opts: GpuDaemonOptions): Promise<GpuDaemon>
   let closedSessions = 0, nextId = 1, stopping = false;
   let lastClose: GpuDaemonStatus['lastClose'];
   let spare: ChildProcess | undefined;
+  let spareReady = false;
   const noteClosed = (id: number, reason: string, cleanupMs: number) => {
     if (!live.delete(id)) return;
     closedSessions++;
@@ -84,16 +90,17 @@ export async function startGpuDaemon(opts: GpuDaemonOptions): Promise<GpuDaemon>
     spare = proc;
     let session = false, closed = false;
     proc.on('message', (m: SessionMessage) => {
-      if (m.type === 'ready') firstReady();
+      if (m.type === 'ready') { firstReady(); if (spare === proc) spareReady = true; }
       if (m.type === 'session') {
         session = true;
+        if (spare === proc) spareReady = false;
         live.set(id, { id, proc, startedAt: new Date() });
         if (spare === proc) { spare = undefined; spawnSpare(); }
       }
       if (m.type === 'closed') { closed = true; noteClosed(id, m.reason, m.cleanupMs); }
     });
     proc.on('exit', (code, signal) => {
-      if (spare === proc) spare = undefined;
+      if (spare === proc) { spare = undefined; spareReady = false; }
       if (session && !closed) noteClosed(id, stopping ? 'daemon stopped' : `session process ended (${signal ?? `exit ${code}`})`, 0);
       fs.rmSync(path.join(statsDir, String(id)), { force: true });
       if (!session && !stopping) {
@@ -123,7 +130,7 @@ export async function startGpuDaemon(opts: GpuDaemonOptions): Promise<GpuDaemon>
         allocations: st[STAT.allocs], asyncErrors: st[STAT.asyncErrors],
       };
     }),
-    closedSessions, lastClose,
+    closedSessions, lastClose, spareReady,
   });
 
   let control: net.Server | undefined;
@@ -134,23 +141,26 @@ export async function startGpuDaemon(opts: GpuDaemonOptions): Promise<GpuDaemon>
     await new Promise<void>((resolve, reject) => { control!.once('error', reject); control!.listen(opts.control, resolve); });
   }
 
-  let closing: Promise<void> | undefined;
+  let closing: Promise<GpuStopReport> | undefined;
   const close = () => closing ??= (async () => {
+    const t0 = performance.now();
     stopping = true;
     spare?.kill('SIGKILL');
     io.close(listenFd);
     if (ep.kind === 'unix') fs.rmSync(ep.path, { force: true });
     // A session process ends on SIGTERM: its guest sees the connection close, and the driver frees
-    // the process's device memory and contexts as it exits.
-    const procs = [...live.values()].map((s) => s.proc).filter((p) => p.exitCode === null && p.signalCode === null);
-    const exited = procs.map((p) => new Promise<void>((r) => p.once('exit', () => r())));
-    for (const p of procs) p.kill('SIGTERM');
-    const timer = setTimeout(() => { for (const p of procs) p.kill('SIGKILL'); }, STOP_GRACE_MS);
+    // the process's device memory and contexts as it exits. What it held is read from its counters first.
+    const ending = [...live.values()].filter((s) => s.proc.exitCode === null && s.proc.signalCode === null);
+    const sessions: StoppedSession[] = ending.map((s) => ({ id: s.id, reason: 'daemon stopped', freedBytes: readStats(s.id)[STAT.memBytes], cleanupMs: 0 }));
+    const exited = ending.map((s) => new Promise<void>((r) => s.proc.once('exit', () => r())));
+    for (const s of ending) s.proc.kill('SIGTERM');
+    const timer = setTimeout(() => { for (const s of ending) s.proc.kill('SIGKILL'); }, STOP_GRACE_MS);
     await Promise.all(exited);
     clearTimeout(timer);
     if (control) await new Promise<void>((r) => control!.close(() => r()));
     if (opts.control) fs.rmSync(opts.control, { force: true });
     fs.rmSync(statsDir, { recursive: true, force: true });
+    return { stopMs: performance.now() - t0, sessions };
   })();
 
   return { endpoint: formatEndpoint(ep as Endpoint), control: opts.control, status, close };

@@ -4,7 +4,9 @@ import fs from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
 import { fileURLToPath } from 'node:url';
+import net from 'node:net';
 import { queryGpuDaemon, type GpuDaemonStatus } from '../../../src/cuda/daemon/index.js';
+import { OP, PROTO_HASH, PROTOCOL, decodeHeader, decodeReply, encodeFrame } from '../../../src/cuda/protocol/index.js';
 
 export const root = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '../../..');
 export const build = path.join(root, 'build');
@@ -51,6 +53,52 @@ export async function startDaemon(extra: string[] = [], env: Record<string, stri
   };
 }
 
+/** A raw protocol client: collects replies and notices when the daemon hangs up. */
+export class Raw {
+  sock: net.Socket;
+  buf = Buffer.alloc(0);
+  closed: Promise<void>;
+  private waiters: (() => void)[] = [];
+  constructor(endpoint: string) {
+    this.sock = net.connect(endpoint.replace(/^unix:/, ''));
+    this.sock.on('data', (b) => { this.buf = Buffer.concat([this.buf, b]); this.waiters.splice(0).forEach((w) => w()); });
+    this.sock.on('error', () => {});
+    this.closed = new Promise((r) => this.sock.on('close', () => { r(); this.waiters.splice(0).forEach((w) => w()); }));
+  }
+  send(b: Buffer) { this.sock.write(b); }
+  async reply(timeoutMs = 20_000) {
+    const end = Date.now() + timeoutMs;
+    while (this.buf.length < PROTOCOL.headerSize || this.buf.length < PROTOCOL.headerSize + this.buf.readUInt32LE(0)) {
+      if (this.sock.destroyed || Date.now() > end) return undefined;
+      await new Promise<void>((r) => { this.waiters.push(r); setTimeout(r, 50); });
+    }
+    const h = decodeHeader(this.buf);
+    const payload = this.buf.subarray(PROTOCOL.headerSize, PROTOCOL.headerSize + h.length);
+    this.buf = this.buf.subarray(PROTOCOL.headerSize + h.length);
+    return { ...h, ...decodeReply(h.op, payload) };
+  }
+  async hello() {
+    this.send(encodeFrame(OP.Hello, [PROTOCOL.magic, PROTO_HASH, process.pid, 0], { seq: 1 }));
+    return this.reply();
+  }
+  /** A sync call: sends the frame and waits for its reply. */
+  async call(op: number, args: (number | bigint)[], blob?: Buffer) {
+    this.send(encodeFrame(op, args, { seq: ++this.seq, blob }));
+    return this.reply();
+  }
+  seq = 1;
+  /** Handshake, the device's primary context made current, and `bytes` of device memory; returns the pointer. */
+  async withMemory(bytes: number): Promise<bigint> {
+    await this.hello();
+    await this.call(OP.PrimaryCtxRetain, [0]);
+    this.send(encodeFrame(OP.CtxSetCurrent, [PROTOCOL.kinds.ctx * 2 ** 48 + PROTOCOL.primaryBase], { flags: PROTOCOL.flags.async }));
+    const r = await this.call(OP.MemAlloc, [bytes]);
+    if (r?.status !== 0) throw new Error(`MemAlloc failed: ${r?.status}`);
+    return r.outs[0];
+  }
+  hangsUp(ms = 20_000) { return Promise.race([this.closed.then(() => true), new Promise<boolean>((r) => setTimeout(() => r(false), ms))]); }
+}
+
 export interface RunResult { code: number | null; stdout: string; stderr: string }
 export function runProgram(bin: string, args: string[], env: Record<string, string>, timeoutMs = 60_000): Promise<RunResult> {
   return new Promise((resolve) => {
@@ -59,7 +107,7 @@ export function runProgram(bin: string, args: string[], env: Record<string, stri
     p.stdout.on('data', (d) => { stdout += d; });
     p.stderr.on('data', (d) => { stderr += d; });
     const t = setTimeout(() => p.kill('SIGKILL'), timeoutMs);
-    p.on('exit', (code) => { clearTimeout(t); resolve({ code, stdout, stderr }); });
+    p.on('close', (code) => { clearTimeout(t); resolve({ code, stdout, stderr }); });
   });
 }
 

@@ -4,45 +4,13 @@
  */
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import fs from 'node:fs';
-import net from 'node:net';
 import path from 'node:path';
-import { OP, OP_ROWS, PROTO_HASH, PROTOCOL, decodeHeader, encodeFrame, decodeReply } from '../../../src/cuda/protocol/index.js';
-import { buildNative, progs, ptx, runProgram, shimEnv, startDaemon, type DaemonProc } from './helpers.js';
+import { OP, OP_ROWS, PROTOCOL, encodeFrame } from '../../../src/cuda/protocol/index.js';
+import { buildNative, progs, ptx, Raw, runProgram, shimEnv, startDaemon, type DaemonProc } from './helpers.js';
 
 let d: DaemonProc;
 beforeAll(async () => { buildNative(); d = await startDaemon(); });
 afterAll(async () => { await d?.stop(); });
-
-/** A raw protocol client: collects replies and notices when the daemon hangs up. */
-class Raw {
-  sock: net.Socket;
-  buf = Buffer.alloc(0);
-  closed: Promise<void>;
-  private waiters: (() => void)[] = [];
-  constructor(endpoint: string) {
-    this.sock = net.connect(endpoint.replace(/^unix:/, ''));
-    this.sock.on('data', (b) => { this.buf = Buffer.concat([this.buf, b]); this.waiters.splice(0).forEach((w) => w()); });
-    this.sock.on('error', () => {});
-    this.closed = new Promise((r) => this.sock.on('close', () => { r(); this.waiters.splice(0).forEach((w) => w()); }));
-  }
-  send(b: Buffer) { this.sock.write(b); }
-  async reply(timeoutMs = 20_000) {
-    const end = Date.now() + timeoutMs;
-    while (this.buf.length < PROTOCOL.headerSize || this.buf.length < PROTOCOL.headerSize + this.buf.readUInt32LE(0)) {
-      if (this.sock.destroyed || Date.now() > end) return undefined;
-      await new Promise<void>((r) => { this.waiters.push(r); setTimeout(r, 50); });
-    }
-    const h = decodeHeader(this.buf);
-    const payload = this.buf.subarray(PROTOCOL.headerSize, PROTOCOL.headerSize + h.length);
-    this.buf = this.buf.subarray(PROTOCOL.headerSize + h.length);
-    return { ...h, ...decodeReply(h.op, payload) };
-  }
-  async hello() {
-    this.send(encodeFrame(OP.Hello, [PROTOCOL.magic, PROTO_HASH, process.pid, 0], { seq: 1 }));
-    return this.reply();
-  }
-  hangsUp(ms = 20_000) { return Promise.race([this.closed.then(() => true), new Promise<boolean>((r) => setTimeout(() => r(false), ms))]); }
-}
 
 async function daemonStillServes() {
   const r = await runProgram(path.join(progs, 'driver_vecadd'), [ptx, 'quick', '4096'], shimEnv(d.endpoint));

@@ -32,7 +32,13 @@ export function register(parent: Command): void {
       if (opts.json) printJson({ endpoint: daemon.endpoint, control: daemon.control, pid: process.pid });
       else process.stdout.write(`smol gpu: serving ${daemon.endpoint} (status: ${daemon.control})\n`);
       await new Promise<void>((resolve) => {
-        const stop = () => { void daemon.close().then(resolve); };
+        const stop = () => {
+          void daemon.close().then((r) => {
+            const freed = r.sessions.reduce((n, x) => n + x.freedBytes, 0);
+            process.stderr.write(`smol gpu: stopped in ${Math.round(r.stopMs)} ms; ended ${r.sessions.length} session(s), freed ${freed} bytes of device memory\n`);
+            resolve();
+          });
+        };
         process.once('SIGINT', stop);
         process.once('SIGTERM', stop);
       });
