@@ -1,5 +1,6 @@
 /** CLI flags over a Smolfile: scalars from flags win, lists and env concatenate (flags last). */
 import path from 'node:path';
+import type { AllowRule, PortMapping } from './network.js';
 import type { Smolfile } from './schema.js';
 import { smolfileSchema } from './schema.js';
 
@@ -8,6 +9,8 @@ export interface MachineOverrides {
   cpus?: number;
   memory?: number;
   net?: boolean;
+  ports?: PortMapping[];
+  allow?: AllowRule[];
   gpu?: boolean;
   forkable?: boolean;
   env?: Record<string, string>;
@@ -25,6 +28,8 @@ export function mergeSpec(base: Smolfile | undefined, baseDir: string | undefine
     cpus: o.cpus ?? spec.cpus,
     memory: o.memory ?? spec.memory,
     net: o.net ?? spec.net,
+    ports: [...(spec.ports ?? []), ...(o.ports ?? [])],
+    network: { ...spec.network, allow: [...(spec.network?.allow ?? []), ...(o.allow ?? [])] },
     gpu: o.gpu ?? spec.gpu,
     fork: { enabled: o.forkable ?? spec.fork.enabled },
     env: { ...spec.env, ...(o.env ?? {}) },

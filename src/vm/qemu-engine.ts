@@ -15,6 +15,8 @@ import { findKernel } from './kernel/index.js';
 import { AGENT_PORTS, type MachineLayout } from './layout.js';
 import { bootFilesFor, isArtifactRef } from './boot-files.js';
 import { createQemuForkOps } from './fork/qemu-ops.js';
+import { prepareNetwork } from './net/index.js';
+import { teardownEgress } from './net/netns.js';
 
 export interface QemuEngineOptions {
   /** One-line notices such as "KVM unusable: using TCG"; printed once per data dir by the caller. */
@@ -46,14 +48,22 @@ export function createQemuEngine(home: string, o: QemuEngineOptions = {}): Engin
     async launch(spec: Smolfile, layout: MachineLayout, lo: LaunchOptions): Promise<number> {
       const b = await getBackend();
       const boot = await bootFilesFor(layout, assets);
+      // a clone (fork, spare) shares its parent's policy but not its host ports: one socket cannot serve two guests
+      const net = await prepareNetwork(spec, layout, { publish: lo.publishPorts !== false, onProgress: lo.onProgress });
       lo.onProgress?.('booting');
       const r = await b.launch({
+        nic: net.nic, netns: net.netns,
         machineDir: layout.dir, runDir: layout.runDir, name: path.basename(layout.dir),
         kernelPath: boot.kernel, initrdPath: boot.initrd, memoryMiB: spec.memory, cpus: spec.cpus,
         disks: lo.diskless ? [] : [{ path: layout.disk, format: 'qcow2', id: 'root' }], rootDisk: !lo.diskless,
         net: spec.net, ports: AGENT_PORTS, channel: 'serial',
         memoryBackend: lo.clone ? { path: lo.clone.memFile, share: false } : lo.forkable ? { path: layout.memFile, share: true } : undefined,
         incomingDefer: !!lo.clone,
+      }).catch(async (err: unknown) => { await net.undo(); throw err; });
+      await net.afterLaunch().catch(async (err: unknown) => {
+        await b.kill(r.pid, 0);
+        await net.undo();
+        throw err;
       });
       return r.pid;
     },
@@ -66,11 +76,11 @@ export function createQemuEngine(home: string, o: QemuEngineOptions = {}): Engin
     async terminate(pid: number, layout: MachineLayout, graceMs: number): Promise<void> {
       const b = await getBackend();
       if (graceMs > 0) {
-        if (await b.waitExit(pid, graceMs)) return;
-        await b.quit(layout.qmpSocket, pid, 2_000);
+        if (!(await b.waitExit(pid, graceMs))) await b.quit(layout.qmpSocket, pid, 2_000);
       } else {
         await b.kill(pid, 0);
       }
+      await teardownEgress(layout);
     },
 
     consoleTail(layout: MachineLayout, lines: number): string {

@@ -13,6 +13,7 @@ import crypto from 'node:crypto';
 import fs from 'node:fs';
 import path from 'node:path';
 import { assetsHome, dataPaths } from '../util/paths.js';
+import { netModeOf } from '../smolfile/network.js';
 import { bootFilesFor, resumePlanFile } from './boot-files.js';
 import { createCloneDisk } from './fork/clone.js';
 import { readQcow2Header } from './image/qcow2.js';
@@ -44,11 +45,11 @@ interface SnapshotMeta { format: number; key: string; vm: VmIdentity; disk: Snap
 export const snapshotsDir = (home: string) => path.join(dataPaths(assetsHome({ ...process.env, SMOL_HOME: home })).cache, 'boot-snapshots');
 
 /**
- * Throwaway machines without a NIC qualify: their state is the RAM, the devices and (with a disk) what boot
+ * Throwaway machines without a NIC qualify (published ports and egress add one, so those boot cold): their state is the RAM, the devices and (with a disk) what boot
  * wrote to the overlay. A machine about to resume a memory-carrying artifact has better state already.
  */
 export function snapshotEligible(svc: MachineService, rec: MachineRecord): boolean {
-  return !!svc.engine.fork && rec.ephemeral && !rec.spec.net && process.env.SMOL_BOOT_SNAPSHOTS !== '0'
+  return !!svc.engine.fork && rec.ephemeral && netModeOf(rec.spec) === 'none' && process.env.SMOL_BOOT_SNAPSHOTS !== '0'
     && !fs.existsSync(resumePlanFile(svc.layout(rec)));
 }
 
