@@ -8,7 +8,10 @@ cd "$(dirname "$0")/.."
 want_test=0
 for a in "$@"; do case "$a" in --test) want_test=1 ;; esac; done
 
-pkgs=(qemu-system-x86 qemu-utils busybox-static e2fsprogs kmod cpio zstd lz4 gcc make libc6-dev)
+# iproute2 nftables dnsmasq-base tcpdump socat: the network namespace, policy, resolver, denial log and
+# forwarders of --net/--allow machines (docs/network.md)
+pkgs=(qemu-system-x86 qemu-utils busybox-static e2fsprogs kmod cpio zstd lz4 gcc make libc6-dev
+      iproute2 nftables dnsmasq-base tcpdump socat)
 [ "$want_test" = 1 ] && pkgs+=(postgresql docker-registry)
 
 missing=()
