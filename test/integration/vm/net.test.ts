@@ -148,8 +148,11 @@ describe.skipIf(!isRoot || !tools)('published ports and egress policy (needs roo
       hostByName: `http://host.${zone}:${anyPort}/`, linkLocal: 'http://169.254.169.254/', otherMachine: `http://${webNs.nsAddr}:${port}/`,
       otherPublished: `http://10.0.2.2:${port}/`,
     };
+    const smolNamespaces = () => netnsList().split('\n').filter((l) => l.startsWith('smol-')).length;
+    const nsBefore = smolNamespaces();
     const r = await smol(['run', '--net', '--', 'sh', '-c', probe(Object.values(urls))], { home, env, timeoutMs: 180_000 });
     expect(r.code, r.stderr).toBe(0);
+    expect(smolNamespaces()).toBe(nsBefore); // the run's namespace went with its machine
     const got = results(r.stdout);
     expect(got[urls.outsideA]).toBe('allowed-ok');
     expect(got[urls.outsideB]).toBe('denied-ok');
