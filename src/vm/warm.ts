@@ -45,11 +45,13 @@ interface SnapshotMeta { format: number; key: string; vm: VmIdentity; disk: Snap
 export const snapshotsDir = (home: string) => path.join(dataPaths(assetsHome({ ...process.env, SMOL_HOME: home })).cache, 'boot-snapshots');
 
 /**
- * Throwaway machines without a NIC qualify (published ports and egress add one, so those boot cold): their state is the RAM, the devices and (with a disk) what boot
+ * Throwaway machines qualify, with or without a NIC (published ports, egress): a NIC's guest side is the same
+ * whatever the ports and policy (static 10.0.2.15), so machines with one share a snapshot taken with one, and
+ * the host side (hostfwd, namespace) is set up anew by the launch that restores it: their state is the RAM, the devices and (with a disk) what boot
  * wrote to the overlay. A machine about to resume a memory-carrying artifact has better state already.
  */
 export function snapshotEligible(svc: MachineService, rec: MachineRecord): boolean {
-  return !!svc.engine.fork && rec.ephemeral && netModeOf(rec.spec) === 'none' && process.env.SMOL_BOOT_SNAPSHOTS !== '0'
+  return !!svc.engine.fork && rec.ephemeral && process.env.SMOL_BOOT_SNAPSHOTS !== '0'
     && !fs.existsSync(resumePlanFile(svc.layout(rec)));
 }
 
@@ -71,6 +73,8 @@ export async function snapshotKey(svc: MachineService, rec: MachineRecord): Prom
   const st = fs.statSync(boot.kernel);
   const parts = {
     format: FORMAT, vm, cpus: spec.cpus, ports: AGENT_PORTS, kernel: boot.kernelIdentity, kernelFile: `${boot.kernel}:${st.size}:${st.mtimeMs}`,
+    // with a NIC the guest booted with smol.net=1 and a virtio-net device in its saved state
+    nic: netModeOf(spec) !== 'none',
     initrd: boot.initrd, init: spec.init, env: spec.init.length ? spec.env : {}, workdir: spec.init.length ? spec.workdir : null, disk, base,
   };
   return { key: crypto.createHash('sha256').update(JSON.stringify(parts)).digest('hex').slice(0, 32), vm, disk };

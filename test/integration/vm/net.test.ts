@@ -148,6 +148,8 @@ describe.skipIf(!isRoot || !tools)('published ports and egress policy (needs roo
       hostByName: `http://host.${zone}:${anyPort}/`, linkLocal: 'http://169.254.169.254/', otherMachine: `http://${webNs.nsAddr}:${port}/`,
       otherPublished: `http://10.0.2.2:${port}/`,
     };
+    // the first run with a NIC saves a boot snapshot (if none yet); the probe run below restores it, then gets its namespace
+    expect((await smol(['run', '--net', '--', 'true'], { home, env, timeoutMs: 180_000 })).code).toBe(0);
     const smolNamespaces = () => netnsList().split('\n').filter((l) => l.startsWith('smol-')).length;
     const nsBefore = smolNamespaces();
     const r = await smol(['run', '--net', '--', 'sh', '-c', probe(Object.values(urls))], { home, env, timeoutMs: 180_000 });
