@@ -190,6 +190,28 @@ describe.skipIf(!isRoot || !tools)('published ports and egress policy (needs roo
     expect(text.stdout).toMatch(new RegExp(`tcp +${B.ns.replace(/\./g, '\\.')} +8080`));
   }, 400_000);
 
+  it('fork: the clone gets its own namespace and policy but not the parent\'s host port; rm takes all of it', async () => {
+    const port = await freePort();
+    const smolNs = () => netnsList().split('\n').filter((l) => l.startsWith('smol-')).map((l) => l.split(' ')[0]).sort();
+    const nsAtStart = smolNs();
+    const c = await smol(['machine', 'create', 'fk', '--net', '-p', `${port}:80`, '--forkable', '--start'], { home, env, timeoutMs: 180_000 });
+    expect(c.code, c.stderr).toBe(0);
+    await smol(['machine', 'exec', 'fk', '--', 'sh', '-c', 'mkdir -p /srv && echo parent > /srv/index.html && httpd -p 80 -h /srv'], { home });
+    const parentNs = smolNs().filter((n) => !nsAtStart.includes(n));
+    const f = await smol(['fork', 'fk', '--count', '1'], { home, env, timeoutMs: 180_000 });
+    expect(f.code, f.stderr).toBe(0);
+    expect(await (await fetch(`http://127.0.0.1:${port}/`)).text()).toBe('parent\n');
+    const ls = JSON.parse((await smol(['machine', 'ls', '--json'], { home })).stdout) as { name: string; parent: string | null; ports: unknown[]; state: string }[];
+    const clone = ls.find((m) => m.parent === 'fk')!;
+    expect(clone).toMatchObject({ state: 'running', ports: [] });
+    // the parent's, the clone's, and the next fork's spare: each QEMU in a namespace of its own
+    expect(smolNs().filter((n) => !nsAtStart.includes(n) && !parentNs.includes(n)).length).toBeGreaterThanOrEqual(1);
+    const probeOut = await smol(['machine', 'exec', clone.name, '--', 'sh', '-c', probe([`http://${A.ns}:8080/`, `http://10.0.2.2:${loopPort}/`])], { home });
+    expect(results(probeOut.stdout)).toEqual({ [`http://${A.ns}:8080/`]: 'allowed-ok', [`http://10.0.2.2:${loopPort}/`]: 'FAIL' });
+    expect((await smol(['machine', 'rm', '--cascade', '-f', 'fk'], { home })).code).toBe(0);
+    expect(smolNs()).toEqual(nsAtStart);
+  }, 400_000);
+
   it('rejects bad -p and --allow values with exit 65, naming the flag', async () => {
     const p = await smol(['run', '-p', '80', '--', 'true'], { home });
     expect(p.code).toBe(65);
