@@ -5,6 +5,8 @@
  *    the guest's own page cache for the TCG ceiling) and busybox `find` over 10,000 small files (guest caches
  *    dropped, then warm), each vs the host (warm page cache, the same tools); `smol run -v … -- true` vs
  *    `smol run -- true` (a run with volumes cold-boots: docs/volumes.md).
+ *  - ports (bench/io-ports.ts): 1,000 keep-alive HTTP requests and a 100 MiB download through a published port,
+ *    vs the same server on the host's loopback.
  * Set BENCH_RUNS (default 5). Machines live in a temp SMOL_HOME; kernel and images come from the default
  * $SMOL_ASSETS (what `bash scripts/setup.sh` installed), so it works on a fresh clone.
  */
@@ -22,6 +24,7 @@ import { execOnChannel } from '../src/vm/exec.js';
 import type { GuestChannel } from '../src/vm/engine.js';
 import { smolfileSchema } from '../src/smolfile/schema.js';
 import { hostAccel, median, printRows, timeRuns, type Row } from './stats.js';
+import { portsSection } from './io-ports.js';
 
 const RUNS = Number(process.env.BENCH_RUNS ?? 5);
 const root = path.resolve(path.dirname(new URL(import.meta.url).pathname), '..');
@@ -141,8 +144,8 @@ const volumes: Section = async ({ svc, scratch }) => {
   return rows;
 };
 
-// later sections (published ports, …) go here, one function each
-const SECTIONS: Record<string, Section> = { volumes };
+const ports: Section = () => portsSection();
+const SECTIONS: Record<string, Section> = { volumes, ports };
 
 async function main(): Promise<void> {
   const kvm = (await hostAccel()) === 'kvm';

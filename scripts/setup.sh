@@ -8,8 +8,11 @@ cd "$(dirname "$0")/.."
 want_test=0
 for a in "$@"; do case "$a" in --test) want_test=1 ;; esac; done
 
-# qemu-system-common ships /usr/lib/qemu/virtiofsd (volumes); qemu-system-x86 pulls it in, named for clarity
-pkgs=(qemu-system-x86 qemu-system-common qemu-utils busybox-static e2fsprogs kmod cpio zstd lz4 gcc make libc6-dev)
+# qemu-system-common ships /usr/lib/qemu/virtiofsd (volumes); qemu-system-x86 pulls it in, named for clarity.
+# iproute2 nftables dnsmasq-base tcpdump socat: the network namespace, policy, resolver, denial log and
+# forwarders of --net/--allow machines (docs/network.md)
+pkgs=(qemu-system-x86 qemu-system-common qemu-utils busybox-static e2fsprogs kmod cpio zstd lz4 gcc make libc6-dev
+      iproute2 nftables dnsmasq-base tcpdump socat)
 [ "$want_test" = 1 ] && pkgs+=(postgresql docker-registry)
 
 missing=()

@@ -10,6 +10,7 @@ import { loadSmolfile } from '../smolfile/load.js';
 import { mergeSpec } from '../smolfile/merge.js';
 import { cpusSchema, memorySchema, type Smolfile, type Volume } from '../smolfile/schema.js';
 import { checkVolumes, flagLabel, parseVolumeFlag } from '../vm/volumes/spec.js';
+import { allowSchema, portsSchema } from '../smolfile/network.js';
 
 const collect = (v: string, prev: string[] = []) => [...prev, v];
 
@@ -21,7 +22,9 @@ export function addMachineOptions(cmd: Command): Command {
     .option('--mem <size>', 'memory, in MiB or with a unit (512M, 1G)')
     .option('-e, --env <K=V>', 'environment variable (repeatable)', collect)
     .option('-w, --workdir <dir>', 'working directory in the guest')
-    .option('--net', 'give the machine user-mode networking (off by default)')
+    .option('--net', 'give the machine egress to anywhere but the host and link-local (off by default)')
+    .option('-p, --publish <[ip:]hport:gport[/proto]>', 'publish a guest port on the host, 127.0.0.1 unless an address is given (repeatable)', collect)
+    .option('--allow <dest[:port]>', 'egress to this host name, address or CIDR only; host:PORT for one host port (repeatable)', collect)
     .option('--gpu', 'forward CUDA/NVML calls to the host GPU daemon')
     .option('-v, --volume <host:guest[:ro]>', 'share a host directory into the guest over virtiofs (repeatable)', collect)
     .addOption(new Option('--forkable', 'keep guest memory in a file so the machine can be forked').hideHelp(false));
@@ -40,6 +43,8 @@ export const machineFlagsSchema = z.object({
   env: envListSchema.optional(),
   workdir: z.string().startsWith('/', 'must be an absolute guest path').optional(),
   net: z.boolean().optional(),
+  publish: portsSchema.optional(),
+  allow: z.array(allowSchema).optional(),
   gpu: z.boolean().optional(),
   forkable: z.boolean().optional(),
   volume: z.array(z.string()).optional(),
@@ -71,7 +76,7 @@ export function specFromFlags(opts: unknown): Smolfile {
   const volumes = (f.volume ?? []).map((v) => parseVolumeFlag(v));
   const spec = mergeSpec(base?.spec, base?.dir, {
     image: f.image === undefined || f.image === 'default' ? f.image : pathOf(f.image),
-    cpus: f.cpus, memory: f.mem, net: f.net, gpu: f.gpu, forkable: f.forkable, env, workdir: f.workdir, volumes,
+    cpus: f.cpus, memory: f.mem, net: f.net, ports: f.publish, allow: f.allow, gpu: f.gpu, forkable: f.forkable, env, workdir: f.workdir, volumes,
   });
   checkVolumes(spec.volumes, volumeLabels(spec.volumes, spec.volumes.length - volumes.length, f.smolfile));
   return spec;

@@ -2,6 +2,7 @@
 import fs from 'node:fs';
 import path from 'node:path';
 import { looksLikeImageReference } from '../util/image-ref.js';
+import type { AllowRule, PortMapping } from './network.js';
 import type { Smolfile, Volume } from './schema.js';
 import { smolfileSchema } from './schema.js';
 
@@ -10,6 +11,8 @@ export interface MachineOverrides {
   cpus?: number;
   memory?: number;
   net?: boolean;
+  ports?: PortMapping[];
+  allow?: AllowRule[];
   gpu?: boolean;
   forkable?: boolean;
   env?: Record<string, string>;
@@ -29,6 +32,8 @@ export function mergeSpec(base: Smolfile | undefined, baseDir: string | undefine
     cpus: o.cpus ?? spec.cpus,
     memory: o.memory ?? spec.memory,
     net: o.net ?? spec.net,
+    ports: [...(spec.ports ?? []), ...(o.ports ?? [])],
+    network: { ...spec.network, allow: [...(spec.network?.allow ?? []), ...(o.allow ?? [])] },
     gpu: o.gpu ?? spec.gpu,
     fork: { enabled: o.forkable ?? spec.fork.enabled },
     env: { ...spec.env, ...(o.env ?? {}) },

@@ -1,5 +1,6 @@
 /** The Smolfile: a YAML declaration of a machine. Unknown keys are errors (Firecracker's rule). */
 import { z } from 'zod';
+import { networkSchema, portsSchema } from './network.js';
 
 /** "512", "512M", "1G", "1.5GiB" → MiB. A bare number is MiB. */
 export function parseMemoryMiB(v: string | number): number {
@@ -88,6 +89,10 @@ export const smolfileSchema = z
     memory: memorySchema.default(256),
     /** User-mode networking; off by default so a guest has no route out. */
     net: z.boolean().default(false),
+    /** Host ports forwarded into the guest ("8080:80", Docker's -p form); no egress implied. */
+    ports: portsSchema.default([]),
+    /** Egress policy: `allow` lists the only destinations a guest may reach (see docs/network.md). */
+    network: networkSchema.default({ allow: [] }),
     env: envSchema.default({}),
     workdir: z.string().startsWith('/', 'workdir must be an absolute guest path').default('/'),
     /** Shell commands run once, at the machine's first boot. */

@@ -2,8 +2,8 @@
  * The only module that imports execa (DESIGN.md §7). Everything that starts a subprocess goes through here,
  * so timeouts, signal forwarding and error wording stay consistent.
  */
-import { fork, spawnSync, type ChildProcess } from 'node:child_process';
-import { constants } from 'node:fs';
+import { fork, spawn as spawnChild, spawnSync, type ChildProcess } from 'node:child_process';
+import { closeSync, constants, openSync } from 'node:fs';
 import { access, stat } from 'node:fs/promises';
 import path from 'node:path';
 import type { Options, ResultPromise } from 'execa';
@@ -111,6 +111,23 @@ export function forkNode(module: string | URL, o: { execArgv?: string[]; env?: R
     execArgv: o.execArgv ?? [], env: { ...process.env, ...o.env },
     stdio: ['ignore', 'inherit', 'inherit', ...(o.fds ?? []), 'ipc'],
   });
+}
+
+/**
+ * Start a daemon that outlives this process (a machine's network helpers): its own session, stdin from
+ * /dev/null, stdout and stderr appended to `outFile` (or discarded), nothing held by this process. Its pid.
+ */
+export function spawnDaemon(file: string, args: readonly string[], o: { outFile?: string } = {}): number {
+  const out = o.outFile ? openSync(o.outFile, 'a') : 'ignore';
+  try {
+    const child = spawnChild(file, args, { detached: true, stdio: ['ignore', out, out] });
+    child.on('error', () => undefined); // a missing program shows as no pid below
+    child.unref();
+    if (!child.pid) throw new PrerequisiteError(`${file} could not be started`, { hint: 'Run scripts/setup.sh to install prerequisites.' });
+    return child.pid;
+  } finally {
+    if (typeof out === 'number') closeSync(out);
+  }
 }
 
 /** The path `file` resolves to on PATH (or itself when it is an existing executable path), like `command -v`. */

@@ -17,6 +17,8 @@ export interface LaunchOptions {
   onProgress?: Progress;
   /** Launch as a fork clone: map this memory template copy-on-write and wait paused for the state (fork/). */
   clone?: { memFile: string };
+  /** Bind the spec's published ports (default true); a fork clone shares its parent's policy, not its host ports. */
+  publishPorts?: boolean;
 }
 
 export interface ExecRequest {

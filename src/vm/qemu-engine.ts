@@ -17,6 +17,8 @@ import { bootFilesFor, isArtifactRef } from './boot-files.js';
 import { createQemuForkOps } from './fork/qemu-ops.js';
 import { checkVolumes, volumesOf } from './volumes/spec.js';
 import { startVirtiofsd, stopVirtiofsd } from './volumes/virtiofsd.js';
+import { prepareNetwork } from './net/index.js';
+import { teardownEgress } from './net/netns.js';
 
 export interface QemuEngineOptions {
   /** One-line notices such as "KVM unusable: using TCG"; printed once per data dir by the caller. */
@@ -55,8 +57,12 @@ export function createQemuEngine(home: string, o: QemuEngineOptions = {}): Engin
         lo.onProgress?.('starting virtiofsd');
       }
       const sharedFs = volumes.length ? await startVirtiofsd(layout, volumes, path.basename(layout.dir)) : undefined;
+      // a clone (fork, spare) shares its parent's policy but not its host ports: one socket cannot serve two guests
+      const net = await prepareNetwork(spec, layout, { publish: lo.publishPorts !== false, onProgress: lo.onProgress })
+        .catch(async (err: unknown) => { if (sharedFs) await stopVirtiofsd(layout); throw err; });
       lo.onProgress?.('booting');
       const r = await b.launch({
+        nic: net.nic, netns: net.netns,
         machineDir: layout.dir, runDir: layout.runDir, name: path.basename(layout.dir),
         kernelPath: boot.kernel, initrdPath: boot.initrd, memoryMiB: spec.memory, cpus: spec.cpus,
         disks: lo.diskless ? [] : [{ path: layout.disk, format: 'qcow2', id: 'root' }], rootDisk: !lo.diskless,
@@ -65,6 +71,13 @@ export function createQemuEngine(home: string, o: QemuEngineOptions = {}): Engin
         incomingDefer: !!lo.clone, sharedFs,
       }).catch(async (err: unknown) => {
         if (sharedFs) await stopVirtiofsd(layout);
+        await net.undo();
+        throw err;
+      });
+      await net.afterLaunch().catch(async (err: unknown) => {
+        await b.kill(r.pid, 0);
+        if (sharedFs) await stopVirtiofsd(layout);
+        await net.undo();
         throw err;
       });
       return r.pid;
@@ -84,6 +97,7 @@ export function createQemuEngine(home: string, o: QemuEngineOptions = {}): Engin
       }
       // virtiofsd exits when QEMU hangs up; this also covers a QEMU that never connected
       await stopVirtiofsd(layout);
+      await teardownEgress(layout);
     },
 
     consoleTail(layout: MachineLayout, lines: number): string {

@@ -7,6 +7,7 @@ import { shmHasRoom } from './layout.js';
 import type { MachineRecord } from './registry/machines.js';
 import { DEFAULT_BOOT_TIMEOUT_MS, type MachineService, type OpenChannel } from './service.js';
 import { attachGpu } from './gpu.js';
+import { checkPortsFree } from './net/ports.js';
 import { captureSnapshot, dropSnapshot, findSnapshot, snapshotEligible, snapshotKey, startFromSnapshot } from './warm.js';
 
 export interface RunOptions {
@@ -20,6 +21,8 @@ export interface RunOptions {
 }
 
 export async function runEphemeral(svc: MachineService, spec: Smolfile, req: ExecRequest, io: ExecIo, o: RunOptions = {}): Promise<ExecResult> {
+  // a taken host port fails here, before anything is made
+  await checkPortsFree(spec.ports ?? [], o.name);
   const rec = await svc.create(spec, { ephemeral: true, name: o.name, onProgress: o.onProgress });
   const kill = () => {
     const pid = svc.store.find(rec.id)?.pid;

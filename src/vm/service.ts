@@ -108,7 +108,8 @@ export class MachineService {
           where: rec.name, hint: 'Give /dev/shm more room (e.g. docker run --shm-size=1g, or mount -o remount,size=2G /dev/shm), or start it without --forkable.',
         });
       }
-      const pid = await this.engine.launch(rec.spec, layout, { diskless: this.isDiskless(rec), forkable, onProgress: o.onProgress });
+      // a fork clone never takes its parent's host ports, also when it boots again later (docs/network.md)
+      const pid = await this.engine.launch(rec.spec, layout, { diskless: this.isDiskless(rec), forkable, onProgress: o.onProgress, publishPorts: !rec.parent });
       this.store.update(rec.id, { pid, startedAt: Date.now() });
       o.onProgress?.('waiting for the guest agent');
       const release = this.store.lock(`${rec.id}#p0`, 'channel', rec.name);

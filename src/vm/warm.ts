@@ -13,6 +13,7 @@ import crypto from 'node:crypto';
 import fs from 'node:fs';
 import path from 'node:path';
 import { assetsHome, dataPaths } from '../util/paths.js';
+import { netModeOf } from '../smolfile/network.js';
 import { bootFilesFor, resumePlanFile } from './boot-files.js';
 import { createCloneDisk } from './fork/clone.js';
 import { readQcow2Header } from './image/qcow2.js';
@@ -44,12 +45,14 @@ interface SnapshotMeta { format: number; key: string; vm: VmIdentity; disk: Snap
 export const snapshotsDir = (home: string) => path.join(dataPaths(assetsHome({ ...process.env, SMOL_HOME: home })).cache, 'boot-snapshots');
 
 /**
- * Throwaway machines without a NIC or volumes qualify: their state is the RAM, the devices and (with a disk) what boot
- * wrote to the overlay. A machine about to resume a memory-carrying artifact has better state already.
+ * Throwaway machines qualify, with or without a NIC (published ports, egress): a NIC's guest side is the same
+ * whatever the ports and policy (static 10.0.2.15), so machines with one share a snapshot taken with one, and
+ * the host side (hostfwd, namespace) is set up anew by the launch that restores it. Not with volumes: a
+ * vhost-user-fs device cannot be migrated (QEMU 7.2). Their state is the RAM, the devices and (with a disk)
+ * what boot wrote to the overlay. A machine about to resume a memory-carrying artifact has better state already.
  */
 export function snapshotEligible(svc: MachineService, rec: MachineRecord): boolean {
-  // a vhost-user-fs device cannot be migrated (QEMU 7.2), so a machine with volumes cannot be restored either
-  return !!svc.engine.fork && rec.ephemeral && !rec.spec.net && !rec.spec.volumes?.length && process.env.SMOL_BOOT_SNAPSHOTS !== '0'
+  return !!svc.engine.fork && rec.ephemeral && !rec.spec.volumes?.length && process.env.SMOL_BOOT_SNAPSHOTS !== '0'
     && !fs.existsSync(resumePlanFile(svc.layout(rec)));
 }
 
@@ -71,6 +74,8 @@ export async function snapshotKey(svc: MachineService, rec: MachineRecord): Prom
   const st = fs.statSync(boot.kernel);
   const parts = {
     format: FORMAT, vm, cpus: spec.cpus, ports: AGENT_PORTS, kernel: boot.kernelIdentity, kernelFile: `${boot.kernel}:${st.size}:${st.mtimeMs}`,
+    // with a NIC the guest booted with smol.net=1 and a virtio-net device in its saved state
+    nic: netModeOf(spec) !== 'none',
     initrd: boot.initrd, init: spec.init, env: spec.init.length ? spec.env : {}, workdir: spec.init.length ? spec.workdir : null, disk, base,
   };
   return { key: crypto.createHash('sha256').update(JSON.stringify(parts)).digest('hex').slice(0, 32), vm, disk };

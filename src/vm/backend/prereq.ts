@@ -31,6 +31,15 @@ const TOOLS: { bin: string; pkg: string; why: string }[] = [
   { bin: 'depmod', pkg: 'kmod', why: 'indexing guest kernel modules' },
 ];
 
+/** Optional: only --net and --allow machines need them (published ports alone do not). */
+const NET_TOOLS: { bin: string; pkg: string; why: string }[] = [
+  { bin: 'ip', pkg: 'iproute2', why: 'network namespaces' },
+  { bin: 'nft', pkg: 'nftables', why: 'the egress policy' },
+  { bin: 'dnsmasq', pkg: 'dnsmasq-base', why: 'the filtering resolver' },
+  { bin: 'tcpdump', pkg: 'tcpdump', why: 'the denial log' },
+  { bin: 'socat', pkg: 'socat', why: 'published ports and host:PORT under --net' },
+];
+
 export async function runChecks(home: string): Promise<Check[]> {
   const checks: Check[] = [];
   const qemu = await findQemu();
@@ -40,6 +49,10 @@ export async function runChecks(home: string): Promise<Check[]> {
   for (const t of TOOLS) {
     const p = await which(t.bin);
     checks.push(p ? { name: t.bin, status: 'ok', required: true, detail: p } : { name: t.bin, status: 'missing', required: true, detail: `not found (needed for ${t.why})`, fix: apt(t.pkg) });
+  }
+  for (const t of NET_TOOLS) {
+    const p = (await which(t.bin)) ?? (await which(`/usr/sbin/${t.bin}`)) ?? (await which(`/sbin/${t.bin}`));
+    checks.push(p ? { name: t.bin, status: 'ok', required: false, detail: p } : { name: t.bin, status: 'warn', required: false, detail: `not found (--net and --allow need it for ${t.why})`, fix: apt(t.pkg) });
   }
   checks.push(await busyboxCheck());
   checks.push(await virtiofsdCheck());

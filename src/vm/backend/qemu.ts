@@ -2,7 +2,7 @@
 import { rm, mkdir, readFile } from 'node:fs/promises';
 import path from 'node:path';
 import { run } from '../../util/exec.js';
-import { BootError, ValidationError, mapFsError } from '../../errors/index.js';
+import { BootError, ConflictError, ValidationError, mapFsError } from '../../errors/index.js';
 import { buildQemuArgs, type ChannelSpec } from '../qemu/args.js';
 import { buildCmdline } from '../qemu/cmdline.js';
 import { QmpClient } from '../qemu/qmp.js';
@@ -46,18 +46,24 @@ export class QemuBackend implements VmBackend {
     const vsockCid = spec.vsockCid ?? 3;
     const channel: ChannelSpec = useVsock ? { kind: 'vsock', cid: vsockCid } : { kind: 'serial', socketPaths: channelPaths };
     const cmdline = buildCmdline({
-      accel: this.accel, tscKhz: this.o.tscKhz, net: spec.net, root: spec.rootDisk ? 'vda' : null, vsock: useVsock,
+      accel: this.accel, tscKhz: this.o.tscKhz, net: spec.net || !!spec.nic, root: spec.rootDisk ? 'vda' : null, vsock: useVsock,
       ports, hostname: spec.hostname, virtiofs: spec.virtiofs, volumes: spec.sharedFs?.mounts, test: spec.testHook, extra: spec.extraCmdline,
     });
     const argv = buildQemuArgs({
       accel: this.accel, kernelPath: spec.kernelPath, initrdPath: spec.initrdPath, cmdline,
-      memoryMiB: spec.memoryMiB, cpus: spec.cpus, disks: spec.disks, channel, net: spec.net,
+      memoryMiB: spec.memoryMiB, cpus: spec.cpus, disks: spec.disks, channel, net: spec.net, nic: spec.nic,
       qmpSocketPath: qmpPath, consoleLogPath, appendConsole: spec.appendConsole, pidfilePath, daemonize: true,
       memoryBackend: spec.memoryBackend, incomingDefer: spec.incomingDefer, name: spec.name,
       sharedFs: spec.sharedFs && { socketPath: spec.sharedFs.socketPath, tag: spec.sharedFs.tag },
     });
     // with -daemonize the parent exits once the machine is set up, so errors (bad disk, busy socket) surface here
-    const r = await run(this.o.qemuPath, argv, { allowFailure: true, timeoutMs: 60_000 });
+    const r = spec.netns
+      ? await run('ip', ['netns', 'exec', spec.netns, this.o.qemuPath, ...argv], { allowFailure: true, timeoutMs: 60_000 })
+      : await run(this.o.qemuPath, argv, { allowFailure: true, timeoutMs: 60_000 });
+    const fwd = /Could not set up host forwarding rule '([^']*)'/.exec(r.stderr);
+    if (r.exitCode !== 0 && fwd) {
+      throw new ConflictError(`host port in ${fwd[1]} is already in use (QEMU could not publish it)${spec.name ? ` for machine "${spec.name}"` : ''}`, { where: spec.name, hint: 'Pick another host port with -p, or stop what listens there.' });
+    }
     if (r.exitCode !== 0) {
       throw new BootError(`boot failed: QEMU exited with ${r.exitCode}${spec.name ? ` for machine "${spec.name}"` : ''}: ${r.stderr.trim().split('\n').slice(-3).join(' ')}`, { where: spec.name });
     }

@@ -2,7 +2,7 @@
  * The seam between smol and a hypervisor. QEMU is the only implementation (Firecracker and libkrun need KVM
  * and are not installable here); the interface keeps what is QEMU-specific out of callers.
  */
-import type { DiskSpec, MemoryBackendSpec } from '../qemu/args.js';
+import type { DiskSpec, MemoryBackendSpec, NicSpec } from '../qemu/args.js';
 
 export type { DiskSpec, MemoryBackendSpec };
 
@@ -20,6 +20,10 @@ export interface LaunchSpec {
   disks?: readonly DiskSpec[];
   rootDisk?: boolean;
   net?: boolean;
+  /** The NIC in detail: restricted (ports only) or not, and QEMU hostfwd rules (wins over net). */
+  nic?: NicSpec;
+  /** Run QEMU inside this network namespace (`ip netns exec`): an egress machine's (src/vm/net/netns.ts). */
+  netns?: string;
   /** 'serial' (default) works everywhere; 'vsock' needs /dev/vhost-vsock; 'auto' picks vsock when present. */
   channel?: 'serial' | 'vsock' | 'auto';
   /** Number of virtio-serial agent ports (smol.0 …); default 1. */

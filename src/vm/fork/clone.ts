@@ -63,7 +63,7 @@ export async function prelaunchClone(svc: MachineService, j: CloneJob): Promise<
     if (j.frozenDisk && j.diskSize) await createCloneDisk(j.frozenDisk, layout.disk, j.diskSize);
     // still 'creating' (with our pid as owner): a smol killed before the state loads leaves an orphan that the
     // next `smol machine ls` removes, QEMU included
-    const pid = await svc.engine.launch(rec.spec, layout, { diskless: false, forkable: false, clone: { memFile: j.memFile } });
+    const pid = await svc.engine.launch(rec.spec, layout, { diskless: false, forkable: false, clone: { memFile: j.memFile }, publishPorts: false });
     out.pid = pid;
     svc.store.update(rec.id, { pid, startedAt: Date.now() });
     out.ok = true;

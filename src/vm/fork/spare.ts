@@ -61,7 +61,7 @@ export async function startSpare(svc: MachineService, parent: MachineRecord, bac
     await createCloneDisk(backing, layout.disk, diskSize);
     // and the overlay the parent moves onto at that fork (the fork makes it itself if this one is missing)
     await createCloneDisk(backing, nextOverlay(svc, parent, spare.forkId), diskSize);
-    spare.pid = await svc.engine.launch(parent.spec, layout, { diskless: false, forkable: false, clone: { memFile } });
+    spare.pid = await svc.engine.launch(parent.spec, layout, { diskless: false, forkable: false, clone: { memFile }, publishPorts: false });
     write(file, spare);
   } catch {
     await discardSpare(svc, parent); // best effort: the next fork simply starts its clones itself

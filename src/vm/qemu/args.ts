@@ -29,6 +29,16 @@ export type ChannelSpec =
   | { kind: 'serial'; socketPaths: readonly string[] }
   | { kind: 'vsock'; cid: number };
 
+/**
+ * The guest's NIC: QEMU user-mode networking (slirp). `restrict` cuts the guest off from everything but
+ * hostfwd (published ports without egress); an egress machine's QEMU runs in its own network namespace,
+ * where slirp's sockets meet the nftables policy (src/vm/net/). IPv6 is off: the policy is IPv4.
+ */
+export interface NicSpec {
+  restrict: boolean;
+  hostfwd: readonly { protocol: 'tcp' | 'udp'; address: string; host: number; guest: number }[];
+}
+
 export const serialPortName = (i: number): string => `smol.${i}`;
 
 export interface QemuArgsInput {
@@ -41,6 +51,8 @@ export interface QemuArgsInput {
   disks?: readonly DiskSpec[];
   channel: ChannelSpec;
   net?: boolean;
+  /** The NIC in detail (wins over net). */
+  nic?: NicSpec;
   qmpSocketPath: string;
   consoleLogPath: string;
   /** Append to the console log instead of truncating it. */
@@ -111,13 +123,21 @@ export function buildQemuArgs(i: QemuArgsInput): string[] {
     a.push('-global', 'virtio-mmio.force-legacy=false');
     a.push('-chardev', `socket,id=fs0,path=${opt(i.sharedFs.socketPath)}`, '-device', `vhost-user-fs-device,chardev=fs0,tag=${opt(i.sharedFs.tag)}`);
   }
-  if (i.net) a.push('-netdev', 'user,id=net0', '-device', 'virtio-net-device,netdev=net0');
+  const nic = i.nic ?? (i.net ? { restrict: false, hostfwd: [] } : null);
+  if (nic) a.push('-netdev', netdevArg(nic), '-device', 'virtio-net-device,netdev=net0');
   else a.push('-nic', 'none');
   a.push('-qmp', `unix:${opt(i.qmpSocketPath)},server=on,wait=off`);
   if (i.incomingDefer) a.push('-incoming', 'defer');
   if (i.daemonize) a.push('-daemonize');
   if (i.pidfilePath) a.push('-pidfile', i.pidfilePath);
   return a;
+}
+
+function netdevArg(n: NicSpec): string {
+  const parts = ['user', 'id=net0', 'ipv6=off'];
+  if (n.restrict) parts.push('restrict=on');
+  for (const f of n.hostfwd) parts.push(`hostfwd=${f.protocol}:${f.address}:${f.host}-:${f.guest}`);
+  return parts.join(',');
 }
 
 /** QEMU option values are comma-separated; a literal comma is written twice. */

@@ -4,6 +4,7 @@ import { UserError } from '../../../errors/index.js';
 import { machineService, progress } from '../../context.js';
 import { addMachineOptions, specFromFlags } from '../../machine-options.js';
 import { printJson } from '../../output.js';
+import { checkPortsFree } from '../../../vm/net/ports.js';
 import { machineView } from './view.js';
 
 type CreateFlags = { start?: boolean; json?: boolean; from?: string; image?: string; smolfile?: string; cpus?: string; mem?: string; workdir?: string; env?: string[] };
@@ -38,6 +39,7 @@ export function register(parent: Command): void {
           const notice = await (await import('../../../vm/resume.js')).resumeNotice(svc, opts.from!, art.manifest, spec);
           if (notice) process.stderr.write(`smol: ${notice}\n`);
         }
+        if (opts.start) await checkPortsFree(spec.ports, name); // a taken host port: nothing made
         let rec = await svc.create(spec, { name, onProgress: (m) => p.update(m) });
         if (opts.start) rec = await svc.start(rec.id, { onProgress: (m) => p.update(m) });
         p.done();

@@ -3,8 +3,11 @@ import type { Command } from 'commander';
 import { z } from 'zod';
 import { machineService } from '../../context.js';
 import { parseFlags } from '../../machine-options.js';
+import { printJson, printTable } from '../../output.js';
+import { readDenials } from '../../../vm/net/denials.js';
+import { netModeOf } from '../../../smolfile/network.js';
 
-const logsSchema = z.object({ follow: z.boolean().optional(), tail: z.coerce.number().int().min(0).optional() });
+const logsSchema = z.object({ follow: z.boolean().optional(), tail: z.coerce.number().int().min(0).optional(), net: z.boolean().optional(), json: z.boolean().optional() });
 
 export function register(parent: Command): void {
   parent.command('logs')
@@ -12,10 +15,19 @@ export function register(parent: Command): void {
     .argument('<name>', 'machine name')
     .option('-f, --follow', 'keep printing new output')
     .option('-n, --tail <lines>', 'only the last N lines')
+    .option('--net', 'connections and names the egress policy refused (time, destination, port, protocol)')
+    .option('--json', 'with --net: print as JSON')
     .action(async (name: string, opts: unknown) => {
       const o = parseFlags(logsSchema, opts);
       const svc = machineService();
       const rec = svc.store.get(name);
+      if (o.net) {
+        const all = readDenials(svc.layout(rec));
+        const rows = o.tail !== undefined ? all.slice(-o.tail) : all;
+        if (o.json) return printJson(rows);
+        if (!rows.length) return void process.stdout.write(`no refused connections${netModeOf(rec.spec) === 'egress' ? '' : ` (machine "${rec.name}" has no egress: its guest has no way out to be refused)`}\n`);
+        return printTable(['TIME', 'PROTO', 'DESTINATION', 'PORT'], rows.map((d) => [d.time, d.protocol, d.destination, d.port]));
+      }
       const file = svc.layout(rec).consoleLog;
       const text = fs.existsSync(file) ? fs.readFileSync(file, 'utf8') : '';
       const lines = text.split('\n');

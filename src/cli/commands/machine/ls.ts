@@ -3,6 +3,7 @@ import chalk from 'chalk';
 import { machineService } from '../../context.js';
 import { formatBytes, formatDuration, printJson, printTable } from '../../output.js';
 import { machineView } from './view.js';
+import { formatPort } from '../../../smolfile/network.js';
 
 const color = (s: string) => (s === 'running' ? chalk.green(s) : s === 'crashed' ? chalk.red(s) : s);
 
@@ -16,10 +17,10 @@ export function register(parent: Command): void {
       const views = (await svc.list()).map((r) => machineView(svc, r));
       if (opts.json) return printJson(views);
       if (!views.length) return void process.stdout.write('no machines (create one: smol machine create NAME)\n');
-      printTable(['NAME', 'STATE', 'IMAGE', 'CPUS', 'MEM', 'PSS', 'DISK', 'PARENT', 'GEN', 'UP'], views.map((v) => [
+      printTable(['NAME', 'STATE', 'IMAGE', 'CPUS', 'MEM', 'PSS', 'DISK', 'PORTS', 'PARENT', 'GEN', 'UP'], views.map((v) => [
         v.name, color(v.state), v.image === 'default' ? 'default' : v.image.split('/').pop(), v.cpus, `${v.memoryMiB}M`,
         v.usage.memory ? `${Math.round(v.usage.memory.pssMiB)}M` : null, v.usage.disk ? formatBytes(v.usage.disk.privateBytes) : null,
-        v.parent, v.generation, v.state === 'running' && v.startedAt ? formatDuration(Date.now() - Date.parse(v.startedAt)) : null,
+        v.ports.map(formatPort).join(' ') || null, v.parent, v.generation, v.state === 'running' && v.startedAt ? formatDuration(Date.now() - Date.parse(v.startedAt)) : null,
       ]));
     });
 }

@@ -2,6 +2,7 @@ import type { Command } from 'commander';
 import { machineService } from '../../context.js';
 import { formatBytes, printJson } from '../../output.js';
 import { machineView } from './view.js';
+import { formatPort } from '../../../smolfile/network.js';
 
 export function register(parent: Command): void {
   parent.command('status')
@@ -12,8 +13,10 @@ export function register(parent: Command): void {
       const svc = machineService();
       const v = machineView(svc, svc.refresh(svc.store.get(name)));
       if (opts.json) return printJson(v);
-      const { usage, ...rest } = v;
+      const { usage, ports, allow, ...rest } = v;
       for (const [k, val] of Object.entries(rest)) process.stdout.write(`${k.padEnd(12)} ${val ?? '-'}\n`);
+      process.stdout.write(`${'ports'.padEnd(12)} ${ports.map(formatPort).join(' ') || '-'}\n`);
+      process.stdout.write(`${'allow'.padEnd(12)} ${allow.join(' ') || (v.net ? 'all but the host and link-local' : '-')}\n`);
       const m = usage.memory;
       process.stdout.write(`${'memory'.padEnd(12)} ${m ? `PSS ${m.pssMiB} MiB (own ${m.privateMiB}, shared ${m.sharedMiB}, RSS ${m.rssMiB})` : '-'}\n`);
       const d = usage.disk;

@@ -2,12 +2,14 @@
 import type { MachineRecord } from '../../../vm/registry/machines.js';
 import type { MachineService } from '../../../vm/service.js';
 import { diskUsage, memoryUsage } from '../../../vm/usage.js';
+import { formatAllow } from '../../../smolfile/network.js';
 
 export function machineView(svc: MachineService, r: MachineRecord) {
   const layout = svc.layout(r);
+  // ports: what is published; a fork clone never publishes its parent's
   return {
     name: r.name, id: r.id, state: r.state, ephemeral: r.ephemeral, image: r.spec.image, imageId: r.imageId,
-    cpus: r.spec.cpus, memoryMiB: r.spec.memory, net: r.spec.net, gpu: r.spec.gpu, forkable: r.spec.fork.enabled,
+    cpus: r.spec.cpus, memoryMiB: r.spec.memory, net: r.spec.net, ports: r.parent ? [] : r.spec.ports ?? [], allow: (r.spec.network?.allow ?? []).map(formatAllow), gpu: r.spec.gpu, forkable: r.spec.fork.enabled,
     pid: r.state === 'running' ? r.pid : null, parent: r.parent ? svc.store.find(r.parent)?.name ?? r.parent : null, generation: r.generation, forkPoint: r.forkPoint,
     createdAt: new Date(r.createdAt).toISOString(), startedAt: r.startedAt ? new Date(r.startedAt).toISOString() : null,
     lastError: r.lastError, dir: layout.dir, consoleLog: layout.consoleLog,

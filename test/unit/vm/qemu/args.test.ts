@@ -34,13 +34,20 @@ describe('buildQemuArgs', () => {
     expect(values(kvm, '-cpu')).toEqual(['host']);
   });
 
+  it('publishes ports with hostfwd, and restricts a ports-only NIC to them', () => {
+    const a = buildQemuArgs({ ...base, nic: { restrict: true, hostfwd: [{ protocol: 'tcp', address: '127.0.0.1', host: 8080, guest: 80 }, { protocol: 'udp', address: '0.0.0.0', host: 5353, guest: 53 }] } });
+    expect(values(a, '-netdev')).toEqual(['user,id=net0,ipv6=off,restrict=on,hostfwd=tcp:127.0.0.1:8080-:80,hostfwd=udp:0.0.0.0:5353-:53']);
+    expect(values(a, '-device')).toContain('virtio-net-device,netdev=net0');
+    expect(values(a, '-nic')).toEqual([]);
+  });
+
   it('has no NIC unless networking is asked for, then user-mode virtio-net', () => {
     const off = buildQemuArgs(base);
     expect(values(off, '-nic')).toEqual(['none']);
     expect(off.join(' ')).not.toContain('virtio-net');
     const on = buildQemuArgs({ ...base, net: true });
     expect(values(on, '-nic')).toEqual([]);
-    expect(values(on, '-netdev')).toEqual(['user,id=net0']);
+    expect(values(on, '-netdev')).toEqual(['user,id=net0,ipv6=off']);
     expect(values(on, '-device')).toContain('virtio-net-device,netdev=net0');
   });
 
