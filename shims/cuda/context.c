@@ -108,7 +108,8 @@ EXPORT CUresult cuCtxSetCurrent(smol_ctx *c) {
   return CUDA_SUCCESS;
 }
 EXPORT CUresult cuCtxGetCurrent(smol_ctx **c) { CUresult r = smol_need_init(); if (r) return r; if (!c) return CUDA_ERROR_INVALID_VALUE; *c = smol_current(); return CUDA_SUCCESS; }
-EXPORT CUresult cuCtxPushCurrent_v2(smol_ctx *c) { CUresult r = smol_need_init(); if (r) return r; if (!valid_ctx(c)) return CUDA_ERROR_INVALID_CONTEXT; push(c); return CUDA_SUCCESS; }
+/* NULL is INVALID_VALUE for push and destroy on the real driver (H200, 580.159), not INVALID_CONTEXT */
+EXPORT CUresult cuCtxPushCurrent_v2(smol_ctx *c) { CUresult r = smol_need_init(); if (r) return r; if (!c) return CUDA_ERROR_INVALID_VALUE; if (!valid_ctx(c)) return CUDA_ERROR_INVALID_CONTEXT; push(c); return CUDA_SUCCESS; }
 EXPORT CUresult cuCtxPopCurrent_v2(smol_ctx **c) {
   CUresult r = smol_need_init(); if (r) return r;
   if (!t_depth) return CUDA_ERROR_INVALID_CONTEXT;
@@ -130,6 +131,7 @@ EXPORT CUresult cuCtxCreate_v3(smol_ctx **out, void *p, int n, unsigned flags, C
 EXPORT CUresult cuCtxCreate_v4(smol_ctx **out, void *p, unsigned flags, CUdevice d) { (void)p; return cuCtxCreate_v2(out, flags, d); }
 EXPORT CUresult cuCtxDestroy_v2(smol_ctx *c) {
   CUresult r = smol_need_init(); if (r) return r;
+  if (!c) return CUDA_ERROR_INVALID_VALUE;
   if (!valid_ctx(c) || c->primary || !smol_handle_take(c, SMOL_H_CTX)) return CUDA_ERROR_INVALID_CONTEXT;
   for (int i = 0; i < t_depth; i++) if (t_stack[i] == c) { memmove(&t_stack[i], &t_stack[i + 1], (size_t)(t_depth - i - 1) * sizeof c); t_depth--; i--; }
   uint64_t id = c->id;

@@ -4,7 +4,7 @@
  */
 import { spawn, type ChildProcess } from 'node:child_process';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { buildNative, progs, ptx, runProgram, shimEnv, startDaemon, waitFor, type DaemonProc } from './helpers.js';
+import { buildNative, fakeLibcuda, progs, ptx, root, runProgram, shimEnv, startDaemon, waitFor, type DaemonProc } from './helpers.js';
 import fs from 'node:fs';
 import path from 'node:path';
 
@@ -48,10 +48,19 @@ describe('session processes', () => {
     expect(r.stdout).toContain('ALL PASS');
   });
 
-  it('a guest whose kernel faults does not affect the next guest', async () => {
+  it('a fault poisons the rest of its own process as on an H200, through the shim and on the FAKE alike', async () => {
+    const real = fs.readFileSync(path.join(root, 'test/fixtures/cuda-programs/expected-fault_isolation.txt'), 'utf8').split('\n').filter((l) => l.startsWith('CASE ')).join('\n');
+    const fake = await runProgram(path.join(progs, 'fault_isolation'), [ptx], { LD_LIBRARY_PATH: path.dirname(fakeLibcuda) });
+    const remoted = await runProgram(path.join(progs, 'fault_isolation'), [ptx], shimEnv(d.endpoint));
+    const cases = (out: string) => out.split('\n').filter((l) => l.startsWith('CASE ')).join('\n');
+    expect(cases(fake.stdout)).toBe(real);
+    expect(cases(remoted.stdout)).toBe(real);
+  });
+
+  it('a guest whose kernel faults does not affect the next guest (the driver would: one process per guest)', async () => {
     const f = await runProgram(path.join(progs, 'fault_isolation'), [ptx], shimEnv(d.endpoint));
     expect(f.code, f.stderr).toBe(0);
-    expect(f.stdout).toMatch(/^CASE sync_fault 700$/m);
+    expect(f.stdout).toMatch(/^CASE ctx_create_after 700$/m);
     const r = await runProgram(path.join(progs, 'driver_vecadd'), [ptx], shimEnv(d.endpoint));
     expect(r.code, r.stderr).toBe(0);
     expect(r.stdout).toContain('ALL PASS');
