@@ -56,7 +56,8 @@ function measure(api: Api): Result {
   ok(api.cuInit(0), 'cuInit');
   const initMs = Number(process.hrtime.bigint() - t0) / 1e6;
   ok(api.cuCtxCreate(o, 0, 0), 'cuCtxCreate');
-  ok(api.cuModuleLoadData(o, fs.readFileSync(path.join(build, 'cuda-programs/kernels.ptx'))), 'cuModuleLoadData');
+  // PTX is a C string: the real driver reads to the NUL (without one it answered 218, INVALID_PTX, on an H200)
+  ok(api.cuModuleLoadData(o, Buffer.concat([fs.readFileSync(path.join(build, 'cuda-programs/kernels.ptx')), Buffer.alloc(1)])), 'cuModuleLoadData');
   const mod = o[0];
   ok(api.cuModuleGetFunction(o, mod, 'null_kernel'), 'cuModuleGetFunction');
   const fn = o[0];
