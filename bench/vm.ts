@@ -25,6 +25,8 @@ import { execOnChannel } from '../src/vm/exec.js';
 import { buildPaths, dataPaths } from '../src/util/paths.js';
 import { benchHome, quickMode, requireGuest } from './env.js';
 import { hostAccel, median, percentile, printRows, timeRuns, type Row } from './stats.js';
+import { memoryUsage } from '../src/vm/usage.js';
+import { tcgTbMiB } from '../src/vm/qemu/args.js';
 
 const RUNS = Number(process.env.BENCH_RUNS ?? (quickMode ? 1 : 5));
 const root = path.resolve(path.dirname(new URL(import.meta.url).pathname), '..');
@@ -143,6 +145,9 @@ async function main(): Promise<void> {
   const cur = svc.store.get(rec.id);
   const rss = Number(/VmRSS:\s+(\d+)/.exec(fs.readFileSync(`/proc/${cur.pid}/status`, 'utf8'))?.[1] ?? 0) / 1024;
   rows.push({ metric: 'host RSS per idle machine (QEMU)', unit: 'MiB', value: rss, baseline: spec.memory, baselineLabel: 'guest memory size' });
+  // what the machine costs the host after the work above, TCG's translated code included (capped: args.ts)
+  const pss = memoryUsage(cur.pid)?.pssMiB ?? 0;
+  rows.push({ metric: `host PSS per machine after this bench's work${kvm ? '' : ` (TCG cache ≤ ${tcgTbMiB()} MiB)`}`, unit: 'MiB', value: pss, baseline: spec.memory, baselineLabel: 'guest memory size' });
   await svc.remove(rec.id, { force: true });
   host.close();
   agent.kill('SIGKILL');
