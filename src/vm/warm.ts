@@ -152,6 +152,8 @@ export async function captureSnapshot(svc: MachineService, rec: MachineRecord, k
  * identity (hostname, machine-id, clock, and fresh entropy: there is no VMGENID to reseed the RNG otherwise).
  * Returns the channel on the port the snapshot was taken through. On failure QEMU is gone and rec is stopped.
  */
+const pristineOf = (disk: string) => `${disk}.pristine`;
+
 export async function startFromSnapshot(svc: MachineService, rec: MachineRecord, snap: BootSnapshot, o: { timeoutMs: number; onProgress?: Progress }): Promise<{ ch: GuestChannel; release: () => void }> {
   const ops: ForkOps = svc.engine.fork!;
   const layout = svc.layout(rec);
@@ -160,8 +162,13 @@ export async function startFromSnapshot(svc: MachineService, rec: MachineRecord,
     svc.store.update(rec.id, { state: 'starting', lastError: null });
     fs.mkdirSync(layout.runDir, { recursive: true });
     o.onProgress?.('restoring the boot snapshot');
-    // the overlay create() made sits on the bare base; the saved guest expects the disk as boot left it
-    if (snap.overlayFile) fs.copyFileSync(snap.overlayFile, layout.disk);
+    // the overlay create() made sits on the bare base; the saved guest expects the disk as boot left it.
+    // The bare one is kept aside: if the restore fails (the snapshot pruned by another smol between lookup
+    // and launch, say), the cold boot that follows needs it, not an overlay over a file that has gone.
+    if (snap.overlayFile) {
+      fs.copyFileSync(layout.disk, pristineOf(layout.disk));
+      fs.copyFileSync(snap.overlayFile, layout.disk);
+    }
     const pid = await svc.engine.launch(rec.spec, layout, { diskless: !snap.diskFile, forkable: false, clone: { memFile: snap.memFile } });
     svc.store.update(rec.id, { pid, startedAt: Date.now() });
     const release = svc.store.lock(`${rec.id}#p${PORT}`, 'channel', rec.name);
@@ -176,10 +183,12 @@ export async function startFromSnapshot(svc: MachineService, rec: MachineRecord,
       throw err;
     }
     svc.store.update(rec.id, { state: 'running', booted: true });
+    fs.rmSync(pristineOf(layout.disk), { force: true });
     return { ch, release };
   } catch (err) {
     const cur = svc.store.get(rec.id);
     if (cur.pid) await svc.engine.terminate(cur.pid, layout, 0).catch(() => undefined);
+    if (fs.existsSync(pristineOf(layout.disk))) fs.renameSync(pristineOf(layout.disk), layout.disk);
     svc.store.update(rec.id, { state: 'stopped', pid: null, booted: false, lastError: (err as Error).message });
     throw err;
   } finally {

@@ -70,6 +70,26 @@ describe('smol run boot snapshots (real QEMU)', () => {
     expect(qemuProcessesMentioning(home)).toEqual([]);
   });
 
+  it('a disk snapshot that fails to open after its overlay was taken falls back to a cold boot on the bare disk', async () => {
+    const rootfs = path.join(home, 'rootfs');
+    fs.mkdirSync(path.join(rootfs, 'bin'), { recursive: true });
+    fs.copyFileSync('/bin/busybox', path.join(rootfs, 'bin', 'busybox'));
+    fs.chmodSync(path.join(rootfs, 'bin', 'busybox'), 0o755);
+    for (const a of ['sh', 'echo', 'true']) fs.symlinkSync('busybox', path.join(rootfs, 'bin', a));
+    const before = new Set(entries());
+    expect((await run(['--image', rootfs, '--', 'true'])).code).toBe(0);
+    const [key] = entries().filter((e) => !before.has(e));
+    expect(fs.existsSync(path.join(snapshots(), key, 'disk.qcow2'))).toBe(true);
+    // as if pruned and replaced between lookup and launch: the file is there, QEMU cannot open it
+    fs.writeFileSync(path.join(snapshots(), key, 'disk.qcow2'), 'not a qcow2 image');
+    const r = await run(['--image', rootfs, '--', 'echo', 'ok']);
+    expect(r.stderr).toMatch(/boot snapshot unusable/);
+    expect(r.stdout).toBe('ok\n');
+    expect(r.code).toBe(0);
+    expect(qemuProcessesMentioning(home)).toEqual([]);
+    for (const e of entries().filter((x) => !before.has(x))) fs.rmSync(path.join(snapshots(), e), { recursive: true, force: true });
+  });
+
   it('keys snapshots by machine shape: another memory size gets its own', async () => {
     const r = await run(['--mem', '192', '--', 'true']);
     expect(r.code).toBe(0);
