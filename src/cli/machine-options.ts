@@ -1,8 +1,7 @@
 /** Flags shared by `smol run` and `smol machine create`, and how they become a machine spec. */
 import ms from 'ms';
 import { z } from 'zod';
-import { looksLikeImageReference } from '../util/image-ref.js';
-import fs from 'node:fs';
+import { resolveImageRef } from '../util/image-ref.js';
 import type { Command } from 'commander';
 import { Option } from 'commander';
 import { ValidationError } from '../errors/index.js';
@@ -88,12 +87,8 @@ export function volumeLabels(vs: readonly Volume[], fromFile: number, smolfile?:
   return (i) => (i < fromFile ? `${smolfile ?? 'Smolfile'} volumes[${i}]` : flag(i));
 }
 
-/** A flag's image path is relative to the cwd; a registry reference (`debian:bookworm`) stays one unless such a path exists. */
-const pathOf = (p: string) => {
-  if (p.startsWith('/')) return p;
-  const abs = `${process.cwd()}/${p}`;
-  return looksLikeImageReference(p) && !fs.existsSync(abs) ? p : abs;
-};
+/** A flag's image path is relative to the cwd (a Smolfile's to its directory, in mergeSpec). */
+const pathOf = (p: string) => resolveImageRef(p, process.cwd());
 
 /** The flags of every command that runs one guest command in the terminal (run, machine exec, pack run). */
 export const terminalFlags = { timeout: durationSchema.optional(), interactive: z.boolean().optional(), tty: z.boolean().optional() };

@@ -1,7 +1,6 @@
 /** CLI flags over a Smolfile: scalars from flags win, lists and env concatenate (flags last). */
-import fs from 'node:fs';
 import path from 'node:path';
-import { looksLikeImageReference } from '../util/image-ref.js';
+import { resolveImageRef } from '../util/image-ref.js';
 import type { AllowRule, PortMapping } from './network.js';
 import type { Smolfile, Volume } from './schema.js';
 import { smolfileSchema } from './schema.js';
@@ -42,16 +41,6 @@ export function mergeSpec(base: Smolfile | undefined, baseDir: string | undefine
     command: o.command ?? spec.command,
     volumes: [...(spec.volumes ?? []).map((v) => ({ ...v, host: resolveHostPath(v.host, baseDir) })), ...(o.volumes ?? [])],
   };
-}
-
-/**
- * Image paths in a Smolfile are relative to the Smolfile, not to the caller's cwd. A registry reference
- * (`debian:bookworm`) stays one unless a path of that name exists there.
- */
-function resolveImageRef(ref: string, baseDir: string | undefined): string {
-  if (ref === 'default' || !baseDir || path.isAbsolute(ref)) return ref;
-  const abs = path.resolve(baseDir, ref);
-  return looksLikeImageReference(ref) && !fs.existsSync(abs) ? ref : abs;
 }
 
 /** Volume host paths in a Smolfile are relative to the Smolfile too. */
