@@ -2,7 +2,7 @@
  * `gpu: true` machines: the guest's CUDA/NVML shims reach a host GPU daemon through the agent. Each guest
  * agent forwards /run/smol/cuda-<port>.sock as CONNECT("cuda") streams to the host process on that port,
  * so whichever smol process started a command relays that command's CUDA calls — no extra daemon process,
- * and a machine needs no vsock. The daemon runs in this process (its sessions live in worker threads).
+ * and a machine needs no vsock. The daemon runs in this process (each session in a process of its own).
  */
 import fs from 'node:fs';
 import net from 'node:net';

@@ -61,26 +61,25 @@ export function createQemuEngine(home: string, o: QemuEngineOptions = {}): Engin
       const net = await prepareNetwork(spec, layout, { publish: lo.publishPorts !== false, onProgress: lo.onProgress })
         .catch(async (err: unknown) => { if (sharedFs) await stopVirtiofsd(layout); throw err; });
       lo.onProgress?.('booting');
-      const r = await b.launch({
-        nic: net.nic, netns: net.netns,
-        machineDir: layout.dir, runDir: layout.runDir, name: path.basename(layout.dir),
-        kernelPath: boot.kernel, initrdPath: boot.initrd, memoryMiB: spec.memory, cpus: spec.cpus,
-        disks: lo.diskless ? [] : [{ path: layout.disk, format: 'qcow2', id: 'root' }], rootDisk: !lo.diskless,
-        net: spec.net, ports: AGENT_PORTS, channel: 'serial',
-        memoryBackend: lo.clone ? { path: lo.clone.memFile, share: false } : lo.forkable ? { path: layout.memFile, share: true } : undefined,
-        incomingDefer: !!lo.clone, sharedFs,
-      }).catch(async (err: unknown) => {
+      let pid: number | undefined;
+      try {
+        pid = (await b.launch({
+          nic: net.nic, netns: net.netns,
+          machineDir: layout.dir, runDir: layout.runDir, name: path.basename(layout.dir),
+          kernelPath: boot.kernel, initrdPath: boot.initrd, memoryMiB: spec.memory, cpus: spec.cpus,
+          disks: lo.diskless ? [] : [{ path: layout.disk, format: 'qcow2', id: 'root' }], rootDisk: !lo.diskless,
+          net: spec.net, ports: AGENT_PORTS, channel: 'serial',
+          memoryBackend: lo.clone ? { path: lo.clone.memFile, share: false } : lo.forkable ? { path: layout.memFile, share: true } : undefined,
+          incomingDefer: !!lo.clone, sharedFs,
+        })).pid;
+        await net.afterLaunch();
+        return pid;
+      } catch (err) {
+        if (pid) await b.kill(pid, 0);
         if (sharedFs) await stopVirtiofsd(layout);
         await net.undo();
         throw err;
-      });
-      await net.afterLaunch().catch(async (err: unknown) => {
-        await b.kill(r.pid, 0);
-        if (sharedFs) await stopVirtiofsd(layout);
-        await net.undo();
-        throw err;
-      });
-      return r.pid;
+      }
     },
 
     async connect(layout: MachineLayout, port: number, timeoutMs: number): Promise<GuestChannel> {

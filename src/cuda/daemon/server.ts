@@ -93,9 +93,8 @@ export async function startGpuDaemon(opts: GpuDaemonOptions): Promise<GpuDaemon>
       if (m.type === 'ready') { firstReady(); if (spare === proc) spareReady = true; }
       if (m.type === 'session') {
         session = true;
-        if (spare === proc) spareReady = false;
         live.set(id, { id, proc, startedAt: new Date() });
-        if (spare === proc) { spare = undefined; spawnSpare(); }
+        if (spare === proc) { spare = undefined; spareReady = false; spawnSpare(); }
       }
       if (m.type === 'closed') { closed = true; noteClosed(id, m.reason, m.cleanupMs); }
     });
@@ -112,13 +111,12 @@ export async function startGpuDaemon(opts: GpuDaemonOptions): Promise<GpuDaemon>
   spawnSpare();
   try { await ready; } catch (err) { stopping = true; spare?.kill('SIGKILL'); io.close(listenFd); fs.rmSync(statsDir, { recursive: true, force: true }); throw err; }
 
-  const statsBuf = Buffer.alloc(STAT.size * 8);
+  /** A session's counters as its process last published them; zeros before the first write. */
   const readStats = (id: number): Float64Array => {
     const st = new Float64Array(STAT.size);
-    try {
-      const fd = fs.openSync(path.join(statsDir, String(id)), 'r');
-      try { if (fs.readSync(fd, statsBuf, 0, statsBuf.length, 0) === statsBuf.length) st.set(new Float64Array(statsBuf.buffer.slice(statsBuf.byteOffset, statsBuf.byteOffset + statsBuf.length))); } finally { fs.closeSync(fd); }
-    } catch { /* not written yet, or gone */ }
+    let b: Buffer;
+    try { b = fs.readFileSync(path.join(statsDir, String(id))); } catch { return st; } // not written yet, or gone
+    if (b.length === st.length * 8) for (let i = 0; i < st.length; i++) st[i] = b.readDoubleLE(i * 8);
     return st;
   };
   const status = (): GpuDaemonStatus => ({

@@ -32,8 +32,8 @@ async function main(): Promise<void> {
   const drv = loadCudaDriver(cfg.libcuda);
   const io = sys();
   // An idle spare whose daemon is gone must not go on accepting guests for nobody.
-  process.on('disconnect', () => { if (!accepted) process.exit(0); });
   let accepted = false;
+  process.on('disconnect', () => { if (!accepted) process.exit(0); });
   const stats = new Float64Array(new SharedArrayBuffer(STAT.size * 8));
   const statsFile = path.join(cfg.statsDir, String(cfg.sessionId));
   publishStats(stats, statsFile);

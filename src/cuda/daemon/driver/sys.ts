@@ -1,7 +1,7 @@
 /**
- * Blocking socket syscalls through koffi, for threads that own a connection (session workers) or a
- * listening socket (the acceptor). Node's `net` has no AF_VSOCK and cannot hand a socket to a worker,
- * so the daemon does its socket I/O here, off the main event loop (DESIGN.md §2, §5).
+ * Blocking socket syscalls through koffi: the daemon binds its listening socket here, and each session
+ * process accepts its guest on it and reads frames with blocking calls. Node's `net` has no AF_VSOCK and
+ * cannot hand a raw fd to another process, so the daemon does its socket I/O here (DESIGN.md §2, §5).
  */
 import { koffiModule } from './cuda.js';
 
