@@ -5,6 +5,7 @@
 import type { Smolfile } from '../smolfile/schema.js';
 import type { MachineLayout } from './layout.js';
 import type { ForkOps } from './fork/types.js';
+import type { SharedFs } from './volumes/virtiofsd.js';
 
 export type Progress = (message: string) => void;
 
@@ -16,7 +17,12 @@ export interface LaunchOptions {
   forkable: boolean;
   onProgress?: Progress;
   /** Launch as a fork clone: map this memory template copy-on-write and wait paused for the state (fork/). */
-  clone?: { memFile: string };
+  clone?: { memFile: string; share?: boolean };
+  /**
+   * Volumes come later (volumes/hotplug.ts): boot with an empty PCIe root port and no virtiofs device, so the
+   * machine can be saved and restored as a boot snapshot; plugVolumes adds the device once the guest runs.
+   */
+  fsHotplug?: boolean;
   /** Bind the spec's published ports (default true); a fork clone shares its parent's policy, not its host ports. */
   publishPorts?: boolean;
 }
@@ -60,6 +66,8 @@ export interface Engine {
   launch(spec: Smolfile, layout: MachineLayout, opts: LaunchOptions): Promise<number>;
   /** Connect to the agent on one of the machine's ports and complete the handshake. */
   connect(layout: MachineLayout, port: number, timeoutMs: number): Promise<GuestChannel>;
+  /** Plugs the virtiofs device into a machine launched with fsHotplug and says what the guest must mount. */
+  plugVolumes?(spec: Smolfile, layout: MachineLayout): Promise<Pick<SharedFs, 'tag' | 'mounts'>>;
   /** Ask QEMU to quit (QMP), then kill it if it does not exit in time. */
   terminate(pid: number, layout: MachineLayout, graceMs: number): Promise<void>;
   /** Last lines of the guest console, for error messages. */

@@ -16,7 +16,9 @@ import { AGENT_PORTS, type MachineLayout } from './layout.js';
 import { bootFilesFor, isArtifactRef } from './boot-files.js';
 import { createQemuForkOps } from './fork/qemu-ops.js';
 import { checkVolumes, volumesOf } from './volumes/spec.js';
-import { startVirtiofsd, stopVirtiofsd } from './volumes/virtiofsd.js';
+import { mountsOf, startVirtiofsd, stopVirtiofsd, VIRTIOFS_TAG, virtiofsdFiles } from './volumes/virtiofsd.js';
+import { plugSharedFs } from './volumes/hotplug.js';
+import { QmpClient } from './qemu/qmp.js';
 import { prepareNetwork } from './net/index.js';
 import { teardownEgress } from './net/netns.js';
 
@@ -69,8 +71,8 @@ export function createQemuEngine(home: string, o: QemuEngineOptions = {}): Engin
           kernelPath: boot.kernel, initrdPath: boot.initrd, memoryMiB: spec.memory, cpus: spec.cpus,
           disks: lo.diskless ? [] : [{ path: layout.disk, format: 'qcow2', id: 'root' }], rootDisk: !lo.diskless,
           net: spec.net, ports: AGENT_PORTS, channel: 'serial',
-          memoryBackend: lo.clone ? { path: lo.clone.memFile, share: false } : lo.forkable ? { path: layout.memFile, share: true } : undefined,
-          incomingDefer: !!lo.clone, sharedFs,
+          memoryBackend: lo.clone ? { path: lo.clone.memFile, share: !!lo.clone.share } : lo.forkable ? { path: layout.memFile, share: true } : undefined,
+          incomingDefer: !!lo.clone, sharedFs: lo.fsHotplug ? undefined : sharedFs, pciHotplug: !!(lo.fsHotplug && sharedFs),
         })).pid;
         await net.afterLaunch();
         return pid;
@@ -80,6 +82,16 @@ export function createQemuEngine(home: string, o: QemuEngineOptions = {}): Engin
         await net.undo();
         throw err;
       }
+    },
+
+    async plugVolumes(spec: Smolfile, layout: MachineLayout) {
+      const qmp = await QmpClient.connect(layout.qmpSocket, 5_000);
+      try {
+        await plugSharedFs(qmp, virtiofsdFiles(layout).socket, VIRTIOFS_TAG);
+      } finally {
+        qmp.close();
+      }
+      return { tag: VIRTIOFS_TAG, mounts: mountsOf(volumesOf(spec)) };
     },
 
     async connect(layout: MachineLayout, port: number, timeoutMs: number): Promise<GuestChannel> {

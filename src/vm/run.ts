@@ -8,7 +8,8 @@ import type { MachineRecord } from './registry/machines.js';
 import { DEFAULT_BOOT_TIMEOUT_MS, type MachineService, type OpenChannel } from './service.js';
 import { attachGpu } from './gpu.js';
 import { checkPortsFree } from './net/ports.js';
-import { captureSnapshot, dropSnapshot, findSnapshot, snapshotEligible, snapshotKey, startFromSnapshot } from './warm.js';
+import { captureSnapshot, dropSnapshot, findSnapshot, snapshotEligible, snapshotKey, startFromSnapshot, type SnapshotKey } from './warm.js';
+import { mountInGuest } from './volumes/hotplug.js';
 
 export interface RunOptions {
   onProgress?: Progress;
@@ -45,15 +46,35 @@ export async function runEphemeral(svc: MachineService, spec: Smolfile, req: Exe
   }
 }
 
-/** Restore from the boot snapshot when there is a usable one; otherwise boot cold and save one on the way. */
+/**
+ * Restore from the boot snapshot when there is a usable one; otherwise boot cold and save one on the way.
+ * Volumes then come after the restore or the save (volumes/hotplug.ts), so the snapshot holds no virtiofs device.
+ */
 async function bootForRun(svc: MachineService, rec: MachineRecord, o: RunOptions): Promise<OpenChannel> {
-  const cold = async (forkable: boolean) =>
-    (await svc.start(rec.id, { keepChannel: true, forkable, forkHelper: false, onProgress: o.onProgress, bootTimeoutMs: o.bootTimeoutMs })).channel!;
   // a disk smol cannot read the header of just boots: the snapshot is an optimisation, never a reason to fail
   const k = o.coldBoot || !snapshotEligible(svc, rec) ? null : await snapshotKey(svc, rec).catch(() => null);
+  const hotplug = !!k && !!rec.spec.volumes?.length;
+  const opened = await bootOrRestore(svc, rec, o, k, hotplug);
+  if (hotplug) {
+    try {
+      o.onProgress?.('mounting the volumes');
+      await mountInGuest(opened.ch, await svc.engine.plugVolumes!(rec.spec, svc.layout(rec)), rec.name);
+    } catch (err) {
+      opened.ch.close();
+      opened.release();
+      throw err;
+    }
+  }
+  return opened;
+}
+
+async function bootOrRestore(svc: MachineService, rec: MachineRecord, o: RunOptions, k: SnapshotKey | null, fsHotplug: boolean): Promise<OpenChannel> {
+  const cold = async (forkable: boolean) =>
+    (await svc.start(rec.id, { keepChannel: true, forkable, forkHelper: false, onProgress: o.onProgress, bootTimeoutMs: o.bootTimeoutMs, fsHotplug })).channel!;
   if (!k) return cold(false);
   const snap = findSnapshot(svc.home, k);
-  if (snap) {
+  // with volumes the restore copies the snapshot's RAM to /dev/shm (warm.ts): without room, boot
+  if (snap && (!fsHotplug || shmHasRoom(rec.spec.memory))) {
     const timeoutMs = o.bootTimeoutMs ?? DEFAULT_BOOT_TIMEOUT_MS;
     const t0 = Date.now();
     try {

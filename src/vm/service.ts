@@ -33,6 +33,8 @@ export interface StartOptions {
   forkable?: boolean;
   /** Install smol-fork-ready in a forkable machine (default true; a boot snapshot has no use for it). */
   forkHelper?: boolean;
+  /** Boot without the volumes' device, to plug it in later (engine.plugVolumes): how a boot snapshot is saved with volumes. */
+  fsHotplug?: boolean;
 }
 
 export interface OpenChannel { ch: GuestChannel; release: () => void }
@@ -86,7 +88,7 @@ export class MachineService {
   async start(nameOrId: string, o: StartOptions = {}): Promise<MachineRecord & { channel?: OpenChannel }> {
     let rec = this.refresh(this.store.get(nameOrId));
     if (rec.state === 'running') throw new ConflictError(`machine "${rec.name}" is already running`);
-    refuseForkableVolumes(rec.spec, o.forkable ?? rec.spec.fork.enabled, rec.name);
+    if (!o.fsHotplug) refuseForkableVolumes(rec.spec, o.forkable ?? rec.spec.fork.enabled, rec.name);
     const unlock = this.store.lock(rec.id, 'start', rec.name);
     const layout = this.layout(rec);
     try {
@@ -109,7 +111,7 @@ export class MachineService {
         });
       }
       // a fork clone never takes its parent's host ports, also when it boots again later (docs/network.md)
-      const pid = await this.engine.launch(rec.spec, layout, { diskless: this.isDiskless(rec), forkable, onProgress: o.onProgress, publishPorts: !rec.parent });
+      const pid = await this.engine.launch(rec.spec, layout, { diskless: this.isDiskless(rec), forkable, onProgress: o.onProgress, publishPorts: !rec.parent, fsHotplug: o.fsHotplug });
       this.store.update(rec.id, { pid, startedAt: Date.now() });
       o.onProgress?.('waiting for the guest agent');
       const release = this.store.lock(`${rec.id}#p0`, 'channel', rec.name);

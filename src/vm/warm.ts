@@ -16,6 +16,7 @@ import { assetsHome, dataPaths } from '../util/paths.js';
 import { netModeOf } from '../smolfile/network.js';
 import { bootFilesFor, resumePlanFile } from './boot-files.js';
 import { createCloneDisk } from './fork/clone.js';
+import { sparseCopy } from './fork/sparse-copy.js';
 import { readQcow2Header } from './image/qcow2.js';
 import type { GuestChannel, Progress } from './engine.js';
 import type { ForkOps, VmIdentity } from './fork/types.js';
@@ -47,14 +48,19 @@ export const snapshotsDir = (home: string) => path.join(dataPaths(assetsHome({ .
 /**
  * Throwaway machines qualify, with or without a NIC (published ports, egress): a NIC's guest side is the same
  * whatever the ports and policy (static 10.0.2.15), so machines with one share a snapshot taken with one, and
- * the host side (hostfwd, namespace) is set up anew by the launch that restores it. Not with volumes: a
- * vhost-user-fs device cannot be migrated (QEMU 7.2). Their state is the RAM, the devices and (with a disk)
+ * the host side (hostfwd, namespace) is set up anew by the launch that restores it. With volumes too, through
+ * hotplug (volumes/hotplug.ts: a vhost-user-fs device cannot be migrated in QEMU 7.2), unless the Smolfile has
+ * an init, which must see the volumes as it did at boot. Their state is the RAM, the devices and (with a disk)
  * what boot wrote to the overlay. A machine about to resume a memory-carrying artifact has better state already.
  */
 export function snapshotEligible(svc: MachineService, rec: MachineRecord): boolean {
-  return !!svc.engine.fork && rec.ephemeral && !rec.spec.volumes?.length && process.env.SMOL_BOOT_SNAPSHOTS !== '0'
+  const volumesOk = !rec.spec.volumes?.length || (volumesHotplug(svc) && !rec.spec.init.length);
+  return !!svc.engine.fork && rec.ephemeral && volumesOk && process.env.SMOL_BOOT_SNAPSHOTS !== '0'
     && !fs.existsSync(resumePlanFile(svc.layout(rec)));
 }
+
+/** Whether volumes are plugged in after boot (SMOL_FS_HOTPLUG=0: mounted at boot, so such runs boot cold). */
+export const volumesHotplug = (svc: MachineService): boolean => !!svc.engine.plugVolumes && process.env.SMOL_FS_HOTPLUG !== '0';
 
 /** The key, or null when the machine's disk is not an overlay on a base that stays put (then: no snapshot). */
 export async function snapshotKey(svc: MachineService, rec: MachineRecord): Promise<SnapshotKey | null> {
@@ -76,6 +82,8 @@ export async function snapshotKey(svc: MachineService, rec: MachineRecord): Prom
     format: FORMAT, vm, cpus: spec.cpus, ports: AGENT_PORTS, kernel: boot.kernelIdentity, kernelFile: `${boot.kernel}:${st.size}:${st.mtimeMs}`,
     // with a NIC the guest booted with smol.net=1 and a virtio-net device in its saved state
     nic: netModeOf(spec) !== 'none',
+    // with volumes the guest booted with an empty PCIe root port and virtio_pci loaded (volumes/hotplug.ts)
+    fsHotplug: !!spec.volumes?.length,
     initrd: boot.initrd, init: spec.init, env: spec.init.length ? spec.env : {}, workdir: spec.init.length ? spec.workdir : null, disk, base,
   };
   return { key: crypto.createHash('sha256').update(JSON.stringify(parts)).digest('hex').slice(0, 32), vm, disk };
@@ -169,7 +177,11 @@ export async function startFromSnapshot(svc: MachineService, rec: MachineRecord,
       fs.copyFileSync(layout.disk, pristineOf(layout.disk));
       fs.copyFileSync(snap.overlayFile, layout.disk);
     }
-    const pid = await svc.engine.launch(rec.spec, layout, { diskless: !snap.diskFile, forkable: false, clone: { memFile: snap.memFile } });
+    // a virtiofs device reads guest RAM through its own mapping, so it must be shared: a private copy, not the template
+    const fsHotplug = !!rec.spec.volumes?.length;
+    if (fsHotplug) await sparseCopy(snap.memFile, layout.memFile);
+    const clone = fsHotplug ? { memFile: layout.memFile, share: true } : { memFile: snap.memFile };
+    const pid = await svc.engine.launch(rec.spec, layout, { diskless: !snap.diskFile, forkable: false, clone, fsHotplug });
     svc.store.update(rec.id, { pid, startedAt: Date.now() });
     const release = svc.store.lock(`${rec.id}#p${PORT}`, 'channel', rec.name);
     let ch: GuestChannel | undefined;

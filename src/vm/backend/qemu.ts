@@ -47,13 +47,13 @@ export class QemuBackend implements VmBackend {
     const channel: ChannelSpec = useVsock ? { kind: 'vsock', cid: vsockCid } : { kind: 'serial', socketPaths: channelPaths };
     const cmdline = buildCmdline({
       accel: this.accel, tscKhz: this.o.tscKhz, net: spec.net || !!spec.nic, root: spec.rootDisk ? 'vda' : null, vsock: useVsock,
-      ports, hostname: spec.hostname, virtiofs: spec.virtiofs, volumes: spec.sharedFs?.mounts, test: spec.testHook, extra: spec.extraCmdline,
+      ports, hostname: spec.hostname, virtiofs: spec.virtiofs, pciHotplug: spec.pciHotplug, volumes: spec.sharedFs?.mounts, test: spec.testHook, extra: spec.extraCmdline,
     });
     const argv = buildQemuArgs({
       accel: this.accel, kernelPath: spec.kernelPath, initrdPath: spec.initrdPath, cmdline,
       memoryMiB: spec.memoryMiB, cpus: spec.cpus, disks: spec.disks, channel, net: spec.net, nic: spec.nic,
       qmpSocketPath: qmpPath, consoleLogPath, appendConsole: spec.appendConsole, pidfilePath, daemonize: true,
-      memoryBackend: spec.memoryBackend, incomingDefer: spec.incomingDefer, name: spec.name,
+      memoryBackend: spec.memoryBackend, incomingDefer: spec.incomingDefer, name: spec.name, pciHotplug: spec.pciHotplug,
       sharedFs: spec.sharedFs && { socketPath: spec.sharedFs.socketPath, tag: spec.sharedFs.tag },
     });
     // with -daemonize the parent exits once the machine is set up, so errors (bad disk, busy socket) surface here

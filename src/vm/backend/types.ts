@@ -37,6 +37,8 @@ export interface LaunchSpec {
   virtiofs?: boolean;
   /** Volumes: a running virtiofsd's socket, and what /init mounts from it (vm/volumes/virtiofsd.ts). */
   sharedFs?: { socketPath: string; tag: string; mounts: readonly { index: number; guest: string; readonly: boolean }[] };
+  /** An empty PCIe root port for a virtiofs device plugged in after boot (volumes/hotplug.ts). */
+  pciHotplug?: boolean;
   /** TEST ONLY: run /init's marker hook instead of the agent (see image/init-script.ts). */
   testHook?: { marker: string; sleepSeconds?: number };
   extraCmdline?: readonly string[];

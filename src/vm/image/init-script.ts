@@ -7,6 +7,7 @@
  *   smol.vsock=1       the agent listens on vsock port 1024 instead of the virtio-serial port smol.0
  *   smol.ports=N       one agent per virtio-serial port smol.0 … smol.N-1 (smol.0's is PID 1)
  *   smol.virtiofs=1    load fuse + virtiofs (other optional modules follow smol.net and smol.vsock)
+ *   smol.pcihp=1       load virtio_pci, for a virtiofs device hotplugged after boot (vm/volumes/hotplug.ts)
  *   smol.vols=N:/path[:ro],…  mount the virtiofs tag "smol" and bind its directory N on each guest path
  *                      (mkdir -p; into the root disk when there is one); :ro also marks the guest mount
  *                      read-only (the host side enforces it either way: vm/volumes/virtiofsd.ts)
@@ -43,6 +44,7 @@ want=" core "
 [ "$(arg smol.net)" = 1 ] && want="$want net "
 [ "$(arg smol.vsock)" = 1 ] && want="$want vsock "
 [ "$(arg smol.virtiofs)" = 1 ] && want="$want virtiofs "
+[ "$(arg smol.pcihp)" = 1 ] && want="$want pcihp "
 while read -r g m; do
   case "$want" in *" $g "*) insmod "/lib/modules/$rel/$m" || echo "smol-init: insmod $m failed" >/dev/console ;; esac
 done < ${MODULE_LIST_PATH}

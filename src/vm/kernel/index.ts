@@ -9,7 +9,7 @@ import { run } from '../../util/exec.js';
 import { dataPaths } from '../../util/paths.js';
 import { PrerequisiteError, mapFsError } from '../../errors/index.js';
 import { extractVmlinux } from './vmlinux.js';
-import { GUEST_MODULES, loadOrder, parseModulesDep } from './modules.js';
+import { GUEST_MODULES, loadOrder, moduleName, parseModulesDep } from './modules.js';
 import { sweepStaleTemps } from '../image/tmp.js';
 
 export { detectHostTscKhz, type TscReading } from './tsc.js';
@@ -42,6 +42,8 @@ export async function findKernel(home: string): Promise<KernelInfo | null> {
   const meta = await readFile(path.join(dir, META), 'utf8').catch(() => null);
   if (!meta) return null;
   const info = JSON.parse(meta) as Omit<KernelInfo, 'dir' | 'vmlinux' | 'modulesRoot'>;
+  // kept from before GUEST_MODULES grew (virtio_pci): fetched again, as if absent
+  if (lacksGuestModules(info.moduleOrder)) return null;
   const vmlinux = path.join(dir, 'vmlinux');
   if (!(await stat(vmlinux).catch(() => null))) return null;
   return { ...info, dir, vmlinux, modulesRoot: path.join(dir, 'modules') };
@@ -65,7 +67,8 @@ export async function ensureKernel(home: string, opts: EnsureKernelOptions = {})
   const release = pkg.replace(/^linux-image-/, '');
   const dir = path.join(root, release);
   if (existing?.release === release) return existing;
-  if (!(await stat(path.join(dir, META)).catch(() => null))) {
+  const kept = await readFile(path.join(dir, META), 'utf8').then((t) => JSON.parse(t) as { moduleOrder: string[] }, () => null);
+  if (!kept || lacksGuestModules(kept.moduleOrder)) {
     opts.log?.(`fetching ${pkg} ${version}`);
     await buildKernelDir(root, dir, pkg, version, release);
   }
@@ -73,6 +76,11 @@ export async function ensureKernel(home: string, opts: EnsureKernelOptions = {})
   const info = await findKernel(home);
   if (!info) throw new PrerequisiteError(`kernel ${release} is incomplete after setup`);
   return info;
+}
+
+function lacksGuestModules(order: readonly string[]): boolean {
+  const have = new Set(order.map((p) => moduleName(p).replace(/-/g, '_')));
+  return GUEST_MODULES.some((m) => !have.has(m.replace(/-/g, '_')));
 }
 
 /** The meta package only depends on the real, versioned image package; that one holds the kernel. */

@@ -7,20 +7,22 @@
 /** Modules the guest loads at boot; their dependencies come along. */
 export const GUEST_MODULES = [
   'virtio_mmio', 'virtio_blk', 'virtio_console', 'virtio_net', 'virtio-rng',
-  'vmw_vsock_virtio_transport', 'overlay', 'virtiofs',
+  'vmw_vsock_virtio_transport', 'overlay', 'virtiofs', 'virtio_pci',
 ] as const;
 
 /**
  * Modules only some guests need, by group; /init loads a group only when the cmdline asks for it
- * (smol.net=1, smol.vsock=1, smol.virtiofs=1). Each insmod costs tens of ms under TCG.
+ * (smol.net=1, smol.vsock=1, smol.virtiofs=1, smol.pcihp=1). Each insmod costs tens of ms under TCG.
+ * virtio_pci serves only a device hotplugged after boot (volumes on a restored run: volumes/hotplug.ts).
  */
-const OPTIONAL: Record<string, 'net' | 'vsock' | 'virtiofs'> = {
+const OPTIONAL: Record<string, ModuleGroup> = {
   virtio_net: 'net', net_failover: 'net', failover: 'net',
   vsock: 'vsock', vmw_vsock_virtio_transport_common: 'vsock', vmw_vsock_virtio_transport: 'vsock',
   fuse: 'virtiofs', virtiofs: 'virtiofs',
+  virtio_pci: 'pcihp', virtio_pci_legacy_dev: 'pcihp', virtio_pci_modern_dev: 'pcihp',
 };
 
-export type ModuleGroup = 'core' | 'net' | 'vsock' | 'virtiofs';
+export type ModuleGroup = 'core' | 'net' | 'vsock' | 'virtiofs' | 'pcihp';
 
 export function moduleGroup(relPath: string): ModuleGroup {
   return OPTIONAL[moduleName(relPath).replace(/-/g, '_')] ?? 'core';

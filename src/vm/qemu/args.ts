@@ -64,9 +64,14 @@ export interface QemuArgsInput {
   /** Start paused waiting for `migrate-incoming` over QMP (restore and fork). */
   incomingDefer?: boolean;
   name?: string;
+  /** A PCIe root port (HOTPLUG_PORT) on microvm's PCIe bus, empty at boot: volumes/hotplug.ts plugs virtiofs there. */
+  pciHotplug?: boolean;
   /** A vhost-user-fs device on virtiofsd's socket (volumes: vm/volumes/virtiofsd.ts). */
   sharedFs?: SharedFsSpec;
 }
+
+/** The root port's QOM id, which device_add names as its bus. */
+export const HOTPLUG_PORT = 'smolrp0';
 
 export interface SharedFsSpec { socketPath: string; tag: string }
 
@@ -82,7 +87,8 @@ export function buildQemuArgs(i: QemuArgsInput): string[] {
     a.push('-object', `memory-backend-file,id=mem,size=${i.memoryMiB}M,mem-path=${opt(mb.path)},share=${mb.share ? 'on' : 'off'}`);
     machine.push('memory-backend=mem');
   }
-  if (i.sharedFs) {
+  if (i.pciHotplug) machine.push('pcie=on');
+  if (i.sharedFs || i.pciHotplug) {
     // virtiofsd reads and writes guest buffers in place: vhost-user needs the guest RAM mapped shared
     if (i.memoryBackend && !i.memoryBackend.share) throw new RangeError('a vhost-user-fs device needs shared guest memory (share=on)');
     if (!i.memoryBackend) {
@@ -123,6 +129,7 @@ export function buildQemuArgs(i: QemuArgsInput): string[] {
     a.push('-global', 'virtio-mmio.force-legacy=false');
     a.push('-chardev', `socket,id=fs0,path=${opt(i.sharedFs.socketPath)}`, '-device', `vhost-user-fs-device,chardev=fs0,tag=${opt(i.sharedFs.tag)}`);
   }
+  if (i.pciHotplug) a.push('-device', `pcie-root-port,id=${HOTPLUG_PORT},bus=pcie.0,chassis=1,slot=0`);
   const nic = i.nic ?? (i.net ? { restrict: false, hostfwd: [] } : null);
   if (nic) a.push('-netdev', netdevArg(nic), '-device', 'virtio-net-device,netdev=net0');
   else a.push('-nic', 'none');

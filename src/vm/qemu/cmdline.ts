@@ -17,6 +17,11 @@ export interface CmdlineOptions {
   virtiofs?: boolean;
   /** Volumes /init mounts from the virtiofs tag `smol`: directory N of the share on guest path P (implies virtiofs). */
   volumes?: readonly { index: number; guest: string; readonly: boolean }[];
+  /**
+   * A PCIe root port takes a device after boot (volumes on a restored run): load virtio_pci, and let pciehp
+   * drive the port, which microvm's ACPI tables do not hand to the OS by themselves.
+   */
+  pciHotplug?: boolean;
   /** Test-only hook in /init (see init-script.ts). */
   test?: { marker: string; sleepSeconds?: number };
   extra?: readonly string[];
@@ -36,7 +41,8 @@ export function buildCmdline(o: CmdlineOptions): string {
   if (o.root) parts.push(`smol.root=${token('root', o.root)}`);
   if (o.vsock) parts.push('smol.vsock=1');
   else if (o.ports && o.ports > 1) parts.push(`smol.ports=${Math.min(31, Math.floor(o.ports))}`);
-  if (o.virtiofs || o.volumes?.length) parts.push('smol.virtiofs=1');
+  if (o.virtiofs || o.volumes?.length || o.pciHotplug) parts.push('smol.virtiofs=1');
+  if (o.pciHotplug) parts.push('smol.pcihp=1', 'pcie_ports=native');
   if (o.volumes?.length) {
     parts.push(`smol.vols=${o.volumes.map((v) => `${v.index}:${token('volume guest path', v.guest, /^\/[A-Za-z0-9._@+/-]*$/)}${v.readonly ? ':ro' : ''}`).join(',')}`);
   }

@@ -99,10 +99,13 @@ export async function startVirtiofsd(layout: Pick<MachineLayout, 'dir' | 'runDir
     }
     await new Promise((r) => setTimeout(r, 5));
   }
-  // outer before inner: /work must be mounted before /work/cache is made inside it
+  return { socketPath: f.socket, tag: VIRTIOFS_TAG, mounts: mountsOf(volumes) };
+}
+
+/** Stage directory N on each guest path, outer before inner: /work must be mounted before /work/cache is made inside it. */
+export function mountsOf(volumes: readonly Volume[]): SharedFs['mounts'] {
   const depth = (p: string) => p.split('/').filter(Boolean).length;
-  const mounts = volumes.map((v, index) => ({ index, guest: v.guest, readonly: v.readonly })).sort((a, b) => depth(a.guest) - depth(b.guest));
-  return { socketPath: f.socket, tag: VIRTIOFS_TAG, mounts };
+  return volumes.map((v, index) => ({ index, guest: v.guest, readonly: v.readonly })).sort((a, b) => depth(a.guest) - depth(b.guest));
 }
 
 /** This machine's virtiofsd, if it still runs (a recycled pid is not: its command line names our socket). */

@@ -34,10 +34,13 @@ const virtiofsdOf = (machineId: string) => virtiofsdMentioning(`/${machineId}/fs
 /** Any virtiofsd of a machine of this test's home. */
 const virtiofsdOfHome = () => virtiofsdMentioning(runRoot(home));
 const json = (s: string) => JSON.parse(s);
+/** Machines' RAM files (other sessions' machines too: compare before and after). */
+const shmFiles = () => fs.readdirSync('/dev/shm').filter((n) => /^smol-[0-9a-f]{12}\.mem$/.test(n));
 const machines = () => (fs.existsSync(path.join(home, 'machines')) ? fs.readdirSync(path.join(home, 'machines')) : []);
 
 describe('volumes over virtiofs (real QEMU and virtiofsd)', () => {
   it('a run reads a host file and writes one the host sees, owned as the guest wrote it (1:1 as root)', async () => {
+    const shmBefore = shmFiles();
     const r = await smol(['run', '-v', `${share}:/work`, '--', 'sh', '-c',
       'cat /work/hello.txt; echo from-guest > /work/out.txt; mkdir -p /work/sub/deep && echo x > /work/sub/deep/f; echo owned > /work/u1234; chown 1234:2345 /work/u1234'], { home, env: { SMOL_VERBOSE: '1' } });
     expect(r.code, r.stderr).toBe(0);
@@ -48,10 +51,10 @@ describe('volumes over virtiofs (real QEMU and virtiofsd)', () => {
     // virtiofsd runs as the invoking user: guest root's files are the invoker's (root here); other ids pass through
     expect([st.uid, st.gid]).toEqual([process.getuid!(), process.getgid!()]);
     if (process.getuid!() === 0) expect(fs.statSync(path.join(share, 'u1234'))).toMatchObject({ uid: 1234, gid: 2345 });
-    // a throwaway run with volumes cold-boots (QEMU cannot restore a vhost-user-fs device) and leaves no process
+    // a throwaway run leaves no process, and no RAM file of its own in /dev/shm
     expect(r.stderr).toMatch(/starting virtiofsd/);
-    expect(r.stderr).not.toMatch(/restoring the boot snapshot|saving the boot snapshot/);
     expect(virtiofsdOfHome()).toEqual([]);
+    expect(shmFiles().filter((n) => !shmBefore.includes(n))).toEqual([]);
     expect(machines()).toEqual([]);
   });
 
@@ -169,21 +172,37 @@ describe('volumes over virtiofs (real QEMU and virtiofsd)', () => {
     expect(fs.readdirSync(path.join(proj, 'src')).sort()).toEqual(['main.txt', 'while-stopped.txt']);
   });
 
-  it('boot snapshots: a run with volumes cold-boots beside a saved snapshot, which later runs still restore', async () => {
+  it('boot snapshots: runs with volumes save and restore their own, the device plugged in after the restore', async () => {
     // its own assets dir (kernel and images linked from the shared one), so this test owns its snapshot cache
     const assets = path.join(home, 'assets');
     fs.mkdirSync(assets);
     for (const d of ['kernel', 'images']) fs.symlinkSync(path.join(sharedHome(), d), path.join(assets, d));
     const env = { SMOL_ASSETS: assets, SMOL_VERBOSE: '1' };
-    const first = await smol(['run', '--', 'true'], { home, env });
+    const first = await smol(['run', '-v', `${share}:/work`, '--', 'cat', '/work/hello.txt'], { home, env });
+    expect(first.code, first.stderr).toBe(0);
+    expect(first.stdout).toBe('hello from the host\n');
     expect(first.stderr).toMatch(/saving the boot snapshot/);
-    const vol = await smol(['run', '-v', `${share}:/work`, '--', 'cat', '/work/hello.txt'], { home, env });
+    // written after the save: a restored run must see the host directory as it is now, not as it was
+    fs.writeFileSync(path.join(share, 'after-save.txt'), 'written after the snapshot\n');
+    const vol = await smol(['run', '-v', `${share}:/work`, '-v', `${ro}:/ro:ro`, '--', 'sh', '-c',
+      'cat /work/after-save.txt; echo restored > /work/from-restored.txt; mount -o remount,rw /ro 2>/dev/null; echo x > /ro/w 2>/dev/null || echo ro-refused'], { home, env });
     expect(vol.code, vol.stderr).toBe(0);
-    expect(vol.stdout).toBe('hello from the host\n');
-    expect(vol.stderr).toMatch(/booting/);
-    expect(vol.stderr).not.toMatch(/boot snapshot/);
-    const again = await smol(['run', '--', 'true'], { home, env });
-    expect(again.stderr).toMatch(/restoring the boot snapshot/);
+    expect(vol.stderr).toMatch(/restoring the boot snapshot/);
+    expect(vol.stderr).toMatch(/mounting the volumes/);
+    expect(vol.stdout).toBe('written after the snapshot\nro-refused\n');
+    expect(fs.readFileSync(path.join(share, 'from-restored.txt'), 'utf8')).toBe('restored\n');
+    expect(fs.existsSync(path.join(ro, 'w'))).toBe(false);
+    // the volume snapshot is a separate one (its guest has a PCIe port): runs without volumes save their own
+    const plain = await smol(['run', '--', 'true'], { home, env });
+    expect(plain.stderr).toMatch(/saving the boot snapshot/);
+    expect((await smol(['run', '--', 'true'], { home, env })).stderr).toMatch(/restoring the boot snapshot/);
+    // SMOL_FS_HOTPLUG=0 mounts at boot, as before, and so cannot use a snapshot
+    const cold = await smol(['run', '-v', `${share}:/work`, '--', 'cat', '/work/hello.txt'], { home, env: { ...env, SMOL_FS_HOTPLUG: '0' } });
+    expect(cold.code, cold.stderr).toBe(0);
+    expect(cold.stdout).toBe('hello from the host\n');
+    expect(cold.stderr).not.toMatch(/boot snapshot|mounting the volumes/);
+    expect(virtiofsdOfHome()).toEqual([]);
+    expect(machines()).toEqual([]);
   });
 
   it('a machine with volumes is never started forkable; pack create omits its volumes with a message', async () => {

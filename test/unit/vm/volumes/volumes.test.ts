@@ -1,13 +1,15 @@
+import { spawnSync } from 'node:child_process';
 import fs from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
 import { afterAll, describe, expect, it } from 'vitest';
 import { ExitCode, NotFoundError, ValidationError } from '../../../../src/errors/index.js';
 import { checkVolumes, parseVolumeFlag } from '../../../../src/vm/volumes/spec.js';
-import { removeStage } from '../../../../src/vm/volumes/virtiofsd.js';
+import { mountsOf, removeStage } from '../../../../src/vm/volumes/virtiofsd.js';
+import { mountScript } from '../../../../src/vm/volumes/hotplug.js';
 import { parseSmolfile } from '../../../../src/smolfile/load.js';
 import { mergeSpec } from '../../../../src/smolfile/merge.js';
-import { buildQemuArgs, type QemuArgsInput } from '../../../../src/vm/qemu/args.js';
+import { buildQemuArgs, HOTPLUG_PORT, type QemuArgsInput } from '../../../../src/vm/qemu/args.js';
 import { buildCmdline } from '../../../../src/vm/qemu/cmdline.js';
 import { specFromFlags } from '../../../../src/cli/machine-options.js';
 
@@ -91,11 +93,12 @@ describe('Smolfile volumes:', () => {
   });
 });
 
+const base: QemuArgsInput = {
+  accel: 'tcg', kernelPath: '/k', initrdPath: '/i', cmdline: 'c', memoryMiB: 256, cpus: 1,
+  channel: { kind: 'serial', socketPaths: ['/r/a.sock'] }, qmpSocketPath: '/r/q.sock', consoleLogPath: '/m/c.log',
+};
+
 describe('QEMU and kernel command line for volumes', () => {
-  const base: QemuArgsInput = {
-    accel: 'tcg', kernelPath: '/k', initrdPath: '/i', cmdline: 'c', memoryMiB: 256, cpus: 1,
-    channel: { kind: 'serial', socketPaths: ['/r/a.sock'] }, qmpSocketPath: '/r/q.sock', consoleLogPath: '/m/c.log',
-  };
   it('adds a vhost-user-fs device on shared memfd RAM and modern virtio-mmio', () => {
     const a = buildQemuArgs({ ...base, sharedFs: { socketPath: '/r/fs.sock', tag: 'smol' } }).join(' ');
     expect(a).toContain('-object memory-backend-memfd,id=mem,size=256M,share=on');
@@ -112,6 +115,46 @@ describe('QEMU and kernel command line for volumes', () => {
     expect(c).toContain('smol.virtiofs=1');
     expect(c).toContain('smol.vols=0:/work,1:/data/x:ro');
     expect(() => buildCmdline({ accel: 'kvm', volumes: [{ index: 0, guest: '/a b', readonly: false }] })).toThrow(/volume guest path/);
+  });
+});
+
+describe('volumes plugged in after a restore (hotplug.ts)', () => {
+  it('boots with an empty PCIe root port, shared RAM and no virtiofs device', () => {
+    const a = buildQemuArgs({ ...base, pciHotplug: true }).join(' ');
+    expect(a).toMatch(/-machine microvm,[^ ]*pcie=on/);
+    expect(a).toContain(`-device pcie-root-port,id=${HOTPLUG_PORT},bus=pcie.0`);
+    expect(a).toContain('-object memory-backend-memfd,id=mem,size=256M,share=on');
+    expect(a).not.toMatch(/vhost-user-fs/);
+    expect(() => buildQemuArgs({ ...base, pciHotplug: true, memoryBackend: { path: '/dev/shm/m', share: false } })).toThrow(/shared guest memory/);
+    const c = buildCmdline({ accel: 'kvm', pciHotplug: true });
+    expect(c).toContain('smol.pcihp=1');
+    expect(c).toContain('pcie_ports=native');
+    expect(c).toContain('smol.virtiofs=1');
+    expect(c).not.toContain('smol.vols=');
+  });
+  it('mounts outer volumes before inner ones and makes :ro ones read-only, failing with a reason', () => {
+    const mounts = mountsOf([
+      { host: '/h/c', guest: '/work/cache', readonly: true }, { host: '/h/w', guest: '/work', readonly: false },
+    ]);
+    expect(mounts).toEqual([{ index: 1, guest: '/work', readonly: false }, { index: 0, guest: '/work/cache', readonly: true }]);
+    const script = mountScript({ tag: 'smol', mounts });
+    const lines = script.split('\n');
+    const at = (re: RegExp) => lines.findIndex((l) => re.test(l));
+    expect(at(/mount -t virtiofs smol \/run\/smol\/vol/)).toBeGreaterThan(-1);
+    expect(at(/bind \/run\/smol\/vol\/1 '\/work'/)).toBeLessThan(at(/bind \/run\/smol\/vol\/0 '\/work\/cache'/));
+    expect(at(/remount,bind,ro '\/work\/cache'/)).toBeGreaterThan(at(/bind \/run\/smol\/vol\/0/));
+    expect(script).not.toMatch(/remount,bind,ro '\/work'/);
+  });
+  it('the script runs under a real shell: it retries until the tag mounts, then binds (mount faked on PATH)', () => {
+    const bin = path.join(tmp, 'fakebin');
+    fs.mkdirSync(bin, { recursive: true });
+    const log = path.join(tmp, 'mount.log');
+    // fails twice as the kernel does before the device appears, then records every call
+    fs.writeFileSync(path.join(bin, 'mount'), `#!/bin/sh\nn=$(cat ${log}.n 2>/dev/null || echo 0); echo $((n+1)) > ${log}.n\n[ "$n" -lt 2 ] && exit 32\necho "$*" >> ${log}\n`, { mode: 0o755 });
+    fs.writeFileSync(path.join(bin, 'mkdir'), '#!/bin/sh\nexit 0\n', { mode: 0o755 });
+    const r = spawnSync('/bin/sh', ['-c', mountScript({ tag: 'smol', mounts: [{ index: 0, guest: '/w', readonly: true }] })], { env: { PATH: `${bin}:/usr/bin:/bin` }, encoding: 'utf8' });
+    expect(r.status, r.stderr).toBe(0);
+    expect(fs.readFileSync(log, 'utf8').trim().split('\n')).toEqual(['-t virtiofs smol /run/smol/vol', '--bind /run/smol/vol/0 /w', '-o remount,bind,ro /w']);
   });
 });
 

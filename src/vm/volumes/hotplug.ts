@@ -1,0 +1,60 @@
+/**
+ * Volumes on a throwaway run that restores its boot snapshot (docs/volumes.md). QEMU 7.2 cannot migrate a
+ * vhost-user-fs device, so no snapshot can hold one. Such a run boots (or restores) a machine with an empty
+ * PCIe root port instead, and once the guest runs the device is plugged into that port over QMP: pciehp
+ * finds it, virtio_pci binds it, and the agent mounts the tag where /init would have mounted it at boot.
+ * The port and the modules are part of the snapshot, so runs with and without volumes keep separate ones.
+ */
+import { BootError } from '../../errors/index.js';
+import type { GuestChannel } from '../engine.js';
+import { HOTPLUG_PORT } from '../qemu/args.js';
+import type { QmpClient } from '../qemu/qmp.js';
+import type { SharedFs } from './virtiofsd.js';
+
+const DEVICE = 'smolfs0';
+
+/** Connects QEMU to virtiofsd's socket and plugs the device into the root port. */
+export async function plugSharedFs(qmp: QmpClient, socketPath: string, tag: string): Promise<void> {
+  await qmp.execute('chardev-add', { id: DEVICE, backend: { type: 'socket', data: { addr: { type: 'unix', data: { path: socketPath } }, server: false } } });
+  await qmp.execute('device_add', { driver: 'vhost-user-fs-pci', id: DEVICE, chardev: DEVICE, tag, bus: HOTPLUG_PORT });
+}
+
+/**
+ * The guest side, as /init's smol.vols block does it at boot. The device takes ~0.1–0.3 s to appear under
+ * TCG (pciehp, then the virtio_pci probe); until then mount fails with EINVAL (no such tag), so it retries
+ * for 20 s, a bound that only a stuck device reaches.
+ * busybox runs it: the image may have no mount(8) (a disk image's root gets /.smol/busybox from /init).
+ */
+export function mountScript(fs: Pick<SharedFs, 'tag' | 'mounts'>): string {
+  const lines = [
+    'set -u', 'mkdir -p /run/smol/vol', 'end=$(($(date +%s) + 20))',
+    `until mount -t virtiofs ${fs.tag} /run/smol/vol 2>/dev/null; do`,
+    '  if [ "$(date +%s)" -ge "$end" ]; then',
+    '    echo "the virtiofs device did not appear within 20 s; kernel: $(dmesg | grep -iE "pci|virtio" | grep -v "tag <" | tail -n 2 | tr "\\n" " "); modules: $(cut -d" " -f1 /proc/modules | tr "\\n" " ")" >&2',
+    '    exit 3',
+    '  fi',
+    '  sleep 0.01',
+    'done',
+  ];
+  for (const m of fs.mounts) {
+    lines.push(`mkdir -p '${m.guest}' && mount --bind /run/smol/vol/${m.index} '${m.guest}' || { echo "cannot mount volume ${m.index} on ${m.guest}" >&2; exit 4; }`);
+    if (m.readonly) lines.push(`mount -o remount,bind,ro '${m.guest}' || { echo "cannot make volume ${m.guest} read-only" >&2; exit 5; }`);
+  }
+  return lines.join('\n');
+}
+
+/** Runs mountScript through the agent; a failure is a boot failure of the run, with the guest's reason. */
+export async function mountInGuest(ch: GuestChannel, fs: Pick<SharedFs, 'tag' | 'mounts'>, name: string): Promise<void> {
+  const script = mountScript(fs);
+  const h = await ch.exec({ argv: ['/bin/sh', '-c', `b=/.smol/busybox; [ -x "$b" ] || b=/bin/busybox; exec "$b" sh -c "$0"`, script] });
+  h.stdin.end();
+  h.stdout.resume();
+  const err: Buffer[] = [];
+  h.stderr.on('data', (d: Buffer) => err.push(d));
+  const code = (await h.exit).code;
+  if (code !== 0) {
+    throw new BootError(`boot failed: the volumes of machine "${name}" could not be mounted after restore: ${Buffer.concat(err).toString().trim() || `exit ${code}`}`, {
+      where: name, hint: 'Run with --cold-boot to mount them at boot instead, and report this with `smol machine logs`.',
+    });
+  }
+}
