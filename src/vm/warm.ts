@@ -17,6 +17,7 @@ import { netModeOf } from '../smolfile/network.js';
 import { bootFilesFor, resumePlanFile } from './boot-files.js';
 import { createCloneDisk } from './fork/clone.js';
 import { sparseCopy } from './fork/sparse-copy.js';
+import { tcgCpu } from './qemu/args.js';
 import { readQcow2Header } from './image/qcow2.js';
 import type { GuestChannel, Progress } from './engine.js';
 import type { ForkOps, VmIdentity } from './fork/types.js';
@@ -79,7 +80,8 @@ export async function snapshotKey(svc: MachineService, rec: MachineRecord): Prom
   const boot = await bootFilesFor(layout, assetsHome({ ...process.env, SMOL_HOME: svc.home }));
   const st = fs.statSync(boot.kernel);
   const parts = {
-    format: FORMAT, vm, cpus: spec.cpus, ports: AGENT_PORTS, kernel: boot.kernelIdentity, kernelFile: `${boot.kernel}:${st.size}:${st.mtimeMs}`,
+    // the guest kernel patches its copy routines for the CPUID it booted with (qemu/args.ts tcgCpu)
+    format: FORMAT, vm, cpuFlags: vm.accel === 'tcg' ? tcgCpu() : null, cpus: spec.cpus, ports: AGENT_PORTS, kernel: boot.kernelIdentity, kernelFile: `${boot.kernel}:${st.size}:${st.mtimeMs}`,
     // with a NIC the guest booted with smol.net=1 and a virtio-net device in its saved state
     nic: netModeOf(spec) !== 'none',
     // with volumes the guest booted with an empty PCIe root port and virtio_pci loaded (volumes/hotplug.ts)

@@ -1,5 +1,5 @@
 import { describe, expect, it } from 'vitest';
-import { buildQemuArgs, opt, tcgTbMiB, type QemuArgsInput } from '../../../../src/vm/qemu/args.js';
+import { buildQemuArgs, opt, tcgCpu, tcgTbMiB, type QemuArgsInput } from '../../../../src/vm/qemu/args.js';
 
 const base: QemuArgsInput = {
   accel: 'tcg', kernelPath: '/k/vmlinux', initrdPath: '/k/initrd.cpio', cmdline: 'console=ttyS0',
@@ -110,5 +110,17 @@ describe('TCG translation cache size', () => {
     expect(tcgTbMiB({ SMOL_TCG_TB_MIB: '64' })).toBe(64);
     expect(tcgTbMiB({ SMOL_TCG_TB_MIB: '0' })).toBe(256);
     expect(tcgTbMiB({ SMOL_TCG_TB_MIB: 'lots' })).toBe(256);
+  });
+});
+
+describe('TCG CPU model', () => {
+  it('hides ERMS and FSRM (TCG runs rep movsb a byte at a time) unless SMOL_TCG_CPU says otherwise', () => {
+    expect(tcgCpu({})).toBe('max,erms=off,fsrm=off');
+    expect(tcgCpu({ SMOL_TCG_CPU: 'max' })).toBe('max');
+    const a = buildQemuArgs({
+      accel: 'tcg', kernelPath: '/k', initrdPath: '/i', cmdline: 'c', memoryMiB: 256, cpus: 1,
+      channel: { kind: 'serial', socketPaths: ['/r/a.sock'] }, qmpSocketPath: '/r/q.sock', consoleLogPath: '/m/c.log',
+    });
+    expect(a[a.indexOf('-cpu') + 1]).toBe(tcgCpu());
   });
 });
