@@ -4,7 +4,7 @@
  *  - volumes: virtiofs sequential read of a 256 MiB file (dd, bs=1M: buffered, O_DIRECT, and a re-read from
  *    the guest's own page cache for the TCG ceiling) and busybox `find` over 10,000 small files (guest caches
  *    dropped, then warm), each vs the host (warm page cache, the same tools); `smol run -v … -- true` vs
- *    `smol run -- true` (a run with volumes cold-boots: docs/volumes.md).
+ *    `smol run -- true` (both restore a boot snapshot; the volumes are hotplugged after: docs/volumes.md).
  *  - ports (bench/io-ports.ts): 1,000 keep-alive HTTP requests and a 100 MiB download through a published port,
  *    vs the same server on the host's loopback.
  * Set BENCH_RUNS (default 5). Machines live in a temp SMOL_HOME; kernel and images come from the default
