@@ -6,7 +6,7 @@ import { spawnSync } from 'node:child_process';
 import fs from 'node:fs';
 import path from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { cliEnv, killQemuMentioning, qemuProcessesMentioning, root, scratchHome, smol, smolBin } from '../../helpers/cli.js';
+import { cliEnv, killQemuMentioning, qemuProcessesMentioning, root, scratchHome, smol, smolBin, smolSpawn } from '../../helpers/cli.js';
 
 let home: string;
 beforeAll(() => { home = scratchHome('daily'); });
@@ -38,15 +38,20 @@ describe('smol run -d (detached throwaway machines)', () => {
   });
 
   it('prints the name and returns; logs -f follows the command to its end; the machine is then removed', async () => {
-    const r = await smol(['run', '-d', '--name', 'job1', '--', 'sh', '-c', 'echo out1; echo err1 >&2; until [ -e /tmp/go ]; do sleep 0.2; done; echo out2'], { home });
+    const r = await smol(['run', '-d', '--name', 'job1', '--', 'sh', '-c', 'echo out1; sleep 0.3; echo err1 >&2; until [ -e /tmp/go ]; do sleep 0.2; done; echo out2'], { home });
     expect(r.code, r.stderr).toBe(0);
     expect(r.stdout).toBe('job1\n');
     const st = json((await smol(['machine', 'status', 'job1', '--json'], { home })).stdout);
     expect(st).toMatchObject({ state: 'running', ephemeral: true, detached: { state: 'running', rm: true, exitCode: null } });
+    // logs -f, once it has printed what is there, follows the rest until the command ends
+    const logs = smolSpawn(['machine', 'logs', '-f', 'job1'], { home });
+    let out = '';
+    logs.stdout!.on('data', (d: Buffer) => { out += d.toString(); });
+    const closed = new Promise<number | null>((r) => logs.on('close', r));
+    await until(async () => (out.includes('err1\n') ? true : undefined));
     expect((await smol(['machine', 'exec', 'job1', '--', 'touch', '/tmp/go'], { home })).code).toBe(0);
-    const logs = await smol(['machine', 'logs', '-f', 'job1'], { home, timeoutMs: 60_000 });
-    expect(logs.code).toBe(0);
-    expect(logs.stdout).toBe('out1\nerr1\nout2\n');
+    expect(await closed).toBe(0);
+    expect(out).toBe('out1\nerr1\nout2\n');
     await until(async () => ((await names()).includes('job1') ? undefined : true));
     expect(qemuProcessesMentioning(home)).toEqual([]);
   });
