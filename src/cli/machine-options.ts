@@ -3,7 +3,7 @@ import ms from 'ms';
 import { z } from 'zod';
 import { resolveImageRef } from '../util/image-ref.js';
 import type { Command } from 'commander';
-import { Option } from 'commander';
+import { Command as CommandClass, Option } from 'commander';
 import { ValidationError } from '../errors/index.js';
 import { loadSmolfile } from '../smolfile/load.js';
 import { mergeSpec } from '../smolfile/merge.js';
@@ -97,4 +97,10 @@ export function addTerminalOptions(cmd: Command): Command {
     .option('--timeout <duration>', 'kill the command after this long (exit 124)')
     .option('-i, --interactive', 'forward stdin even when it is a terminal')
     .option('-t, --tty', 'give the command a terminal');
+}
+
+/** Some of addMachineOptions' options, for commands that take only those (pack run): one definition each. */
+export function addMachineOptionsNamed(cmd: Command, longs: readonly string[]): Command {
+  for (const opt of addMachineOptions(new CommandClass()).options) if (longs.includes(opt.long ?? '')) cmd.addOption(opt);
+  return cmd;
 }

@@ -21,6 +21,8 @@ const loaders: Record<string, () => Promise<Register>> = {
   rollout: async () => (await import('./commands/rollout/index.js')).registerRolloutCommands,
   ledger: async () => (await import('./commands/ledger/index.js')).registerLedgerCommands,
   pack: async () => (await import('./commands/pack/index.js')).registerPackCommands,
+  completion: async () => (await import('./commands/completion.js')).register,
+  smolfile: async () => (await import('./commands/smolfile/index.js')).registerSmolfileCommands,
 };
 const aliases: Record<string, string> = { m: 'machine' };
 

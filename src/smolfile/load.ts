@@ -5,6 +5,7 @@ import { createRequire } from 'node:module';
 import type { Node } from 'yaml';
 import { NotFoundError, ValidationError, type Issue } from '../errors/index.js';
 import { smolfileSchema, type Smolfile } from './schema.js';
+import { isTomlSmolfile, parseSmolvmToml } from './toml.js';
 
 export interface LoadedSmolfile { file: string; dir: string; spec: Smolfile }
 
@@ -35,6 +36,8 @@ export function parseSmolfile(text: string, file = 'Smolfile'): Smolfile {
   const lc = new LineCounter();
   const doc = parseDocument(text, { lineCounter: lc, prettyErrors: false });
   const line = (n: Node | null | undefined) => (n?.range ? lc.linePos(n.range[0]).line : undefined);
+  // smolvm's TOML Smolfile loads wherever a YAML one does (toml.ts maps it)
+  if (isTomlSmolfile(file, text, () => !doc.errors.length && yaml().isMap(doc.contents))) return parseTomlSmolfile(text, file);
   if (doc.errors.length) {
     const e = doc.errors[0];
     const pos = e.linePos?.[0];
@@ -57,6 +60,15 @@ export function parseSmolfile(text: string, file = 'Smolfile'): Smolfile {
     issues.push({ path: `${file}:${ln ?? '?'} ${i.path.join('.') || '(root)'}`, message: i.message });
   }
   throw new ValidationError(`${file} is invalid`, issues, { where: file, hint: 'Fix the fields listed above; every field is documented in Smolfile.example.' });
+}
+
+/** A TOML Smolfile: mapped to the YAML shape, then held to the same schema (its errors name the smol key). */
+export function parseTomlSmolfile(text: string, file = 'Smolfile.toml'): Smolfile {
+  const res = smolfileSchema.safeParse(parseSmolvmToml(text, file));
+  if (res.success) return res.data;
+  throw new ValidationError(`${file} is invalid`, res.error.issues.map((i) => ({ path: `${file} ${i.path.join('.') || '(root)'}`, message: i.message })), {
+    where: file, hint: 'Fix the values listed above (smol names them by its own keys; docs/smolfile-toml.md maps them to smolvm\'s).',
+  });
 }
 
 export function loadSmolfile(file: string): LoadedSmolfile {

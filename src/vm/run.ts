@@ -1,5 +1,5 @@
 /** `smol run`: an ephemeral machine that exists for one command and is removed however the command ends. */
-import { BootError } from '../errors/index.js';
+import { BootError, ConflictError, NotFoundError } from '../errors/index.js';
 import type { Smolfile } from '../smolfile/schema.js';
 import type { ExecRequest, Progress } from './engine.js';
 import { execOnChannel, interrupted, type ExecIo, type ExecResult } from './exec.js';
@@ -25,6 +25,15 @@ export async function runEphemeral(svc: MachineService, spec: Smolfile, req: Exe
   // a taken host port fails here, before anything is made
   await checkPortsFree(spec.ports ?? [], o.name);
   const rec = await svc.create(spec, { ephemeral: true, name: o.name, onProgress: o.onProgress });
+  return runCreated(svc, rec, req, io, o);
+}
+
+/**
+ * Boot a created throwaway machine, run one command, then remove it (or, with `keep`, leave it stopped:
+ * `smol run -d --no-rm`). A `smol machine stop` or `rm` of the machine meanwhile ends the command.
+ */
+export async function runCreated(svc: MachineService, rec: MachineRecord, req: ExecRequest, io: ExecIo, o: RunOptions & { keep?: boolean } = {}): Promise<ExecResult> {
+  const spec = rec.spec;
   const kill = () => {
     const pid = svc.store.find(rec.id)?.pid;
     if (pid) try { process.kill(pid, 'SIGKILL'); } catch { /* gone already */ }
@@ -42,7 +51,24 @@ export async function runEphemeral(svc: MachineService, spec: Smolfile, req: Exe
     }
   } finally {
     o.signal?.removeEventListener('abort', kill);
-    await svc.remove(rec.id, { force: true });
+    await settle(svc, rec.id, !!o.keep);
+  }
+}
+
+/** Remove (or stop) the machine once nobody else holds its lock; someone's `machine rm` may have beaten us. */
+async function settle(svc: MachineService, id: string, keep: boolean): Promise<void> {
+  const deadline = Date.now() + 30_000;
+  for (;;) {
+    try {
+      if (keep) await svc.stop(id, { force: true });
+      else await svc.remove(id, { force: true });
+      return;
+    } catch (err) {
+      if (err instanceof NotFoundError) return;
+      // a concurrent `smol machine stop` holds the lock for at most its grace period
+      if (!(err instanceof ConflictError) || Date.now() > deadline) throw err;
+      await new Promise((r) => setTimeout(r, 200));
+    }
   }
 }
 

@@ -12,6 +12,7 @@ import type { Engine, GuestChannel, Progress } from './engine.js';
 import { machineLayout, shmHasRoom, strayQemuPid, AGENT_PORTS, type MachineLayout } from './layout.js';
 import { MachineStore, newMachineId, pidAlive, type MachineRecord } from './registry/machines.js';
 import { isOrphan, reconcile } from './reconcile.js';
+import { isKeptDetached } from './detach-state.js';
 import { installForkHelper } from './fork/guest.js';
 import { discardSpare, hasSpare, startSpare } from './fork/spare.js';
 import { sweepAbandonedForks } from './fork/abandoned.js';
@@ -301,7 +302,8 @@ export class MachineService {
   async list(): Promise<MachineRecord[]> {
     const out: MachineRecord[] = [];
     for (const r of this.store.list()) {
-      if (isOrphan(r) && this.store.lockHolder(r.id) === null) {
+      // a `smol run -d --no-rm` machine outlives its supervisor on purpose (detach.ts)
+      if (isOrphan(r) && this.store.lockHolder(r.id) === null && !isKeptDetached(this, r)) {
         await this.remove(r.id, { force: true }).catch(() => undefined);
         continue;
       }

@@ -29,6 +29,13 @@ export function register(program: Command): void {
     .option('--ready-timeout <duration>', 'how long --wait-ready waits (default 5m)')
     .option('--hold', 'leave the parent paused after the fork (shorter pause, no memory copy)')
     .option('--json', 'print the result as JSON')
+    .addHelpText('after', `
+Examples:
+  $ smol machine start web --forkable && smol fork web          # one clone, named web-1
+  $ smol fork web -n 8 --name-prefix worker                     # worker1 … worker8
+  $ smol fork web -n 4 -e SHARD={index} -e TOTAL={count}        # per-clone environment
+  $ smol fork web --wait-ready -n 2                             # fork once the workload runs smol-fork-ready
+`)
     .action(async (name: string, opts: unknown) => {
       const o = parseFlags(forkSchema, opts);
       const p = progress(o.json);

@@ -26,6 +26,14 @@ export function register(parent: Command): void {
     .option('--from <file>', 'create it from a .smolmachine artifact (one with memory resumes at its first start)')
     .option('--start', 'start it right away')
     .option('--json', 'print the machine as JSON')
+    .addHelpText('after', `
+Examples:
+  $ smol machine create web --start                    # the default image; its disk survives stop/start
+  $ smol machine create web -s Smolfile                # from a Smolfile (YAML, or smolvm's TOML)
+  $ smol machine create db --image ./rootfs --mem 1G --cpus 2 -p 5432:5432
+  $ smol machine create app --from app.smolmachine     # from a packed artifact
+  $ smol machine shell web                             # then: a login shell in it
+`)
     .action(async (name: string, opts: CreateFlags) => {
       if (opts.from && opts.image) throw new UserError('--from and --image both name the image; pass one');
       const art = opts.from ? await artifactDefaults(opts.from) : undefined;

@@ -6,15 +6,17 @@ import { parseFlags } from '../../machine-options.js';
 import { printJson, printTable } from '../../output.js';
 import { readDenials } from '../../../vm/net/denials.js';
 import { netModeOf } from '../../../smolfile/network.js';
+import { detachedOutputFile, readDetached } from '../../../vm/detach-state.js';
 
-const logsSchema = z.object({ follow: z.boolean().optional(), tail: z.coerce.number().int().min(0).optional(), net: z.boolean().optional(), json: z.boolean().optional() });
+const logsSchema = z.object({ console: z.boolean().optional(), follow: z.boolean().optional(), tail: z.coerce.number().int().min(0).optional(), net: z.boolean().optional(), json: z.boolean().optional() });
 
 export function register(parent: Command): void {
   parent.command('logs')
-    .description("print the guest's console output")
+    .description("print the guest's console output (for `smol run -d`, its command's output)")
     .argument('<name>', 'machine name')
     .option('-f, --follow', 'keep printing new output')
     .option('-n, --tail <lines>', 'only the last N lines')
+    .option('--console', 'for a detached run (smol run -d): the guest console instead of the command\'s output')
     .option('--net', 'connections and names the egress policy refused (time, destination, port, protocol)')
     .option('--json', 'with --net: print as JSON')
     .action(async (name: string, opts: unknown) => {
@@ -28,26 +30,39 @@ export function register(parent: Command): void {
         if (!rows.length) return void process.stdout.write(`no refused connections${netModeOf(rec.spec) === 'egress' ? '' : ` (machine "${rec.name}" has no egress: its guest has no way out to be refused)`}\n`);
         return printTable(['TIME', 'PROTO', 'DESTINATION', 'PORT'], rows.map((d) => [d.time, d.protocol, d.destination, d.port]));
       }
-      const file = svc.layout(rec).consoleLog;
-      const text = fs.existsSync(file) ? fs.readFileSync(file, 'utf8') : '';
+      // a detached run's command output is what its user wants to see (as with docker logs); --console for the kernel's
+      const detached = !o.console && rec.ephemeral ? readDetached(svc, rec) : null;
+      const file = detached ? detachedOutputFile(svc, rec) : svc.layout(rec).consoleLog;
+      const ended = () => {
+        const cur = svc.store.find(rec.id);
+        if (!cur) return true; // removed: a --rm run whose command exited
+        return detached ? readDetached(svc, cur)?.state === 'exited' : svc.refresh(cur).state !== 'running';
+      };
+      // an open descriptor keeps reading after a --rm run's removal unlinks the file
+      let fd: number | null = o.follow && fs.existsSync(file) ? fs.openSync(file, 'r') : null;
+      const text = fd !== null ? fs.readFileSync(fd, 'utf8') : fs.existsSync(file) ? fs.readFileSync(file, 'utf8') : '';
       const lines = text.split('\n');
       process.stdout.write(o.tail !== undefined ? lines.slice(-o.tail - 1).join('\n') : text);
       if (!o.follow) return;
       let pos = Buffer.byteLength(text);
+      const drain = () => {
+        if (fd === null && fs.existsSync(file)) fd = fs.openSync(file, 'r');
+        if (fd === null) return;
+        const size = fs.fstatSync(fd).size;
+        if (size <= pos) return;
+        const buf = Buffer.alloc(size - pos);
+        fs.readSync(fd, buf, 0, buf.length, pos);
+        pos = size;
+        process.stdout.write(buf);
+      };
       await new Promise<void>((resolve) => {
         const timer = setInterval(() => {
-          const size = fs.existsSync(file) ? fs.statSync(file).size : 0;
-          if (size > pos) {
-            const fd = fs.openSync(file, 'r');
-            const buf = Buffer.alloc(size - pos);
-            fs.readSync(fd, buf, 0, buf.length, pos);
-            fs.closeSync(fd);
-            pos = size;
-            process.stdout.write(buf);
-          }
-          if (svc.refresh(svc.store.get(name)).state !== 'running') { clearInterval(timer); resolve(); }
+          const done = ended();
+          drain();
+          if (done) { clearInterval(timer); resolve(); }
         }, 200);
         process.once('SIGINT', () => { clearInterval(timer); resolve(); });
       });
+      if (fd !== null) fs.closeSync(fd);
     });
 }

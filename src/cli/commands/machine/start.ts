@@ -4,6 +4,7 @@ import { durationSchema, parseFlags } from '../../machine-options.js';
 import { printJson, formatDuration } from '../../output.js';
 import { z } from 'zod';
 import { machineView } from './view.js';
+import { refuseRestart } from '../../../vm/detach-state.js';
 
 const startSchema = z.object({ bootTimeout: durationSchema.optional(), json: z.boolean().optional(), forkable: z.boolean().optional() });
 
@@ -17,6 +18,7 @@ export function register(parent: Command): void {
     .action(async (name: string, opts: unknown) => {
       const o = parseFlags(startSchema, opts);
       const svc = machineService();
+      refuseRestart(svc.refresh(svc.store.get(name)));
       const p = progress(o.json);
       const t0 = Date.now();
       try {

@@ -13,10 +13,14 @@ export function register(parent: Command): void {
       const svc = machineService();
       const v = machineView(svc, svc.refresh(svc.store.get(name)));
       if (opts.json) return printJson(v);
-      const { usage, ports, allow, ...rest } = v;
+      const { usage, ports, allow, detached, ...rest } = v;
       for (const [k, val] of Object.entries(rest)) process.stdout.write(`${k.padEnd(12)} ${val ?? '-'}\n`);
       process.stdout.write(`${'ports'.padEnd(12)} ${ports.map(formatPort).join(' ') || '-'}\n`);
       process.stdout.write(`${'allow'.padEnd(12)} ${allow.join(' ') || (v.net ? 'all but the host and link-local' : '-')}\n`);
+      if (detached) {
+        const how = detached.state !== 'exited' ? detached.state : detached.exitCode !== null ? `exited ${detached.exitCode}` : `ended: ${detached.error ?? 'unknown'}`;
+        process.stdout.write(`${'command'.padEnd(12)} ${detached.command.join(' ')} (${how}${detached.rm ? ', removed on exit' : ''})\n`);
+      }
       const m = usage.memory;
       process.stdout.write(`${'memory'.padEnd(12)} ${m ? `PSS ${m.pssMiB} MiB (own ${m.privateMiB}, shared ${m.sharedMiB}, RSS ${m.rssMiB})` : '-'}\n`);
       const d = usage.disk;

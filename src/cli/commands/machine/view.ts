@@ -3,6 +3,7 @@ import type { MachineRecord } from '../../../vm/registry/machines.js';
 import type { MachineService } from '../../../vm/service.js';
 import { diskUsage, memoryUsage } from '../../../vm/usage.js';
 import { formatAllow } from '../../../smolfile/network.js';
+import { readDetached } from '../../../vm/detach-state.js';
 
 export function machineView(svc: MachineService, r: MachineRecord) {
   const layout = svc.layout(r);
@@ -14,6 +15,8 @@ export function machineView(svc: MachineService, r: MachineRecord) {
     createdAt: new Date(r.createdAt).toISOString(), startedAt: r.startedAt ? new Date(r.startedAt).toISOString() : null,
     lastError: r.lastError, dir: layout.dir, consoleLog: layout.consoleLog,
     volumes: r.spec.volumes ?? [],
+    // `smol run -d`: the command, its state and (once it exited) its exit code
+    detached: r.ephemeral ? readDetached(svc, r) : null,
     // shared vs own: a clone's RSS counts the fork template it shares, its PSS divides it among the family
     usage: { memory: r.state === 'running' ? memoryUsage(r.pid) : null, disk: diskUsage(layout.disk) },
   };

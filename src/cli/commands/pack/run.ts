@@ -1,42 +1,54 @@
 import path from 'node:path';
 import type { Command } from 'commander';
-import { z } from 'zod';
 import { NotFoundError } from '../../../errors/index.js';
 import { exitCodeOf } from '../../../vm/exec.js';
 import { runEphemeral } from '../../../vm/run.js';
 import { mergeSpec } from '../../../smolfile/merge.js';
 import { machineService, progress } from '../../context.js';
 import { terminalIo } from '../../exec-io.js';
-import { addTerminalOptions, parseFlags, terminalFlags } from '../../machine-options.js';
+import { addMachineOptionsNamed, addTerminalOptions, envFromList, machineFlagsSchema, parseFlags, terminalFlags, volumeLabels } from '../../machine-options.js';
 import { checkVolumes, parseVolumeFlag } from '../../../vm/volumes/spec.js';
 import { inspectArtifact } from '../../../artifact/index.js';
 import fs from 'node:fs';
 
-const packRunSchema = z.object({ ...terminalFlags, net: z.boolean().optional(), volume: z.array(z.string()).optional() });
+const packRunSchema = machineFlagsSchema.extend({ ...terminalFlags });
+
+/** What `smol run` takes, minus what an artifact fixes itself (its image; --forkable, -s and --gpu are run's). */
+const RUN_FLAGS = ['--cpus', '--mem', '--env', '--workdir', '--net', '--publish', '--allow', '--volume'] as const;
+
+const examples = `
+Examples:
+  $ smol pack run app.smolmachine                          # its entrypoint
+  $ smol pack run app.smolmachine -- python3 -V            # another command
+  $ smol pack run -e DEBUG=1 -w /srv --mem 1G app.smolmachine -- ./serve
+  $ smol pack run -p 8080:80 app.smolmachine               # publish a guest port on 127.0.0.1:8080
+  $ smol pack run -v ./data:/data:ro app.smolmachine -- ls /data
+`;
 
 /**
  * `smol pack run FILE [-- CMD]`: an artifact in a throwaway machine (extracted once into the cache). A
  * memory-carrying artifact resumes where it was packed (the start hook, vm/resume.ts); where its state
- * cannot load, the disk boots and one line says why.
+ * cannot load (other resources, volumes), the disk boots and one line says why. Flags override the
+ * manifest's resources, env and workdir as they override a Smolfile's in `smol run`.
  */
 export function register(parent: Command): void {
-  addTerminalOptions(parent.command('run')
+  addMachineOptionsNamed(addTerminalOptions(parent.command('run')
     .description('run a .smolmachine in a throwaway machine (its entrypoint, or CMD); memory-carrying artifacts resume instead of booting')
     .argument('<file>', '.smolmachine artifact')
-    .argument('[command...]', 'command and arguments (after --)'))
-    .option('--net', 'give the machine user-mode networking (one packed with networking resumes only with it)')
-    .option('-v, --volume <host:guest[:ro]>', 'share a host directory into the guest over virtiofs (repeatable; the machine boots: no resume, no boot snapshot)', (v: string, p: string[] = []) => [...p, v])
+    .argument('[command...]', 'command and arguments (after --)')), RUN_FLAGS)
+    .addHelpText('after', examples)
     .action(async (file: string, command: string[], opts: unknown) => {
       const o = parseFlags(packRunSchema, opts);
       const abs = path.resolve(file);
       if (!fs.existsSync(abs)) throw new NotFoundError(`no such artifact: ${file}`);
       const { manifest } = await inspectArtifact(abs);
+      const volumes = (o.volume ?? []).map((v) => parseVolumeFlag(v));
       const spec = mergeSpec(undefined, undefined, {
-        image: abs, cpus: manifest.resources.cpus, memory: manifest.resources.memoryMiB,
-        env: manifest.env ?? {}, workdir: manifest.workdir, command: manifest.entrypoint, net: o.net,
-        volumes: (o.volume ?? []).map((v) => parseVolumeFlag(v)),
+        image: abs, cpus: o.cpus ?? manifest.resources.cpus, memory: o.mem ?? manifest.resources.memoryMiB,
+        env: { ...manifest.env, ...envFromList(o.env) }, workdir: o.workdir ?? manifest.workdir, command: manifest.entrypoint,
+        net: o.net, ports: o.publish, allow: o.allow, volumes,
       });
-      checkVolumes(spec.volumes);
+      checkVolumes(spec.volumes, volumeLabels(spec.volumes, 0));
       const svc = machineService();
       const notice = manifest.resume ? await (await import('../../../vm/resume.js')).resumeNotice(svc, file, manifest, spec) : null;
       if (notice) process.stderr.write(`smol: ${notice}\n`);
@@ -45,7 +57,7 @@ export function register(parent: Command): void {
       const p = progress();
       try {
         const res = await runEphemeral(svc, spec, { argv, tty: term.tty, rows: process.stdout.rows, cols: process.stdout.columns },
-          { ...term.io, onStart: (h) => { p.done(); term.io.onStart?.(h); } }, { onProgress: (m) => p.update(m) });
+          { ...term.io, onStart: (h) => { p.done(); term.io.onStart?.(h); } }, { signal: term.signal, onProgress: (m) => p.update(m) });
         process.exitCode = exitCodeOf(res);
       } finally {
         p.done();
