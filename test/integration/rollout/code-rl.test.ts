@@ -56,6 +56,7 @@ describe('examples/rollout-code-rl', () => {
   it('run.sh completes, printing the rewards, the stats and a clean ledger check', () => {
     expect(run.code, run.out).toBe(0);
     expect(run.out).toMatch(/stage +test \(cpu\): 8 attempts, 8 done/);
+    expect(run.out).toMatch(/^ *max-2 +test +1 +\{"sample":"max-2","task":"max","passed":0,"total":3,"reward":0\.000/m); // `rollout results`
     expect(run.out).toMatch(/^ok: /m);
   });
 
