@@ -1,7 +1,7 @@
 /** Read side of the PostgreSQL ledger; mirrors sqlite-reads.ts query for query. */
 import type pg from 'pg';
-import { percentileIndex, rowToInference, rowToItem, rowToResult, rowToRollout } from './rows.js';
-import type { CheckIssue, InferenceRecord, ItemStatus, LedgerStats, ResultRecord, RolloutSummary, TrajectoryRecord, WorkItem } from './types.js';
+import { percentileIndex, rowToInference, rowToItem, rowToResult, rowToRollout, rowToTiming } from './rows.js';
+import type { AttemptTiming, CheckIssue, InferenceRecord, ItemStatus, LedgerStats, ResultRecord, RolloutSummary, TrajectoryRecord, WorkItem } from './types.js';
 
 type Row = Record<string, unknown>;
 const STATUSES: ItemStatus[] = ['queued', 'leased', 'done', 'dead', 'canceled'];
@@ -92,6 +92,11 @@ export class PostgresReads {
       trajectoriesPerGpuHour: gpuHours > 0 ? trajectories / gpuHours : null,
       inference: { requests: Number(inf?.n ?? 0), done: Number(inf?.d ?? 0), shed: Number(inf?.s ?? 0), meanBatchSize: inf?.b === null || inf?.b === undefined ? null : Number(inf.b) },
     };
+  }
+
+  async attemptTimings(rolloutId?: string): Promise<AttemptTiming[]> {
+    return (await this.all(`SELECT i.stage, i.stage_index, i.kind, a.outcome, a.started_at, a.ended_at FROM attempts a JOIN items i ON i.id = a.item_id
+      WHERE ($1::text IS NULL OR i.rollout_id = $1) ORDER BY a.started_at, a.item_id, a.attempt`, [rolloutId ?? null])).map(rowToTiming);
   }
 
   async check(): Promise<CheckIssue[]> {

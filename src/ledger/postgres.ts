@@ -9,7 +9,7 @@ import { postgresMigrations } from './postgres-migrations.js';
 import { PostgresReads } from './postgres-reads.js';
 import { backoffFor, ITEM_COLUMNS, itemValues, rowToItem } from './rows.js';
 import type {
-  CheckIssue, Claim, ClaimOptions, CompleteRequest, CompleteResult, EventKind, FailRequest, FailResult, InferenceOutcome,
+  AttemptTiming, CheckIssue, Claim, ClaimOptions, CompleteRequest, CompleteResult, EventKind, FailRequest, FailResult, InferenceOutcome,
   InferenceRecord, Ledger, LeaseRef, LedgerStats, NewInference, NewItem, RejectReason, RenewResult, ResultRecord, RolloutRecord,
   RolloutSummary, TrajectoryRecord, WorkItem,
 } from './types.js';
@@ -310,6 +310,7 @@ export class PostgresLedger implements Ledger {
 
   async getInference(key: string): Promise<InferenceRecord | null> { return this.reads.inference(key); }
   async stats(rolloutId?: string): Promise<LedgerStats> { return this.reads.stats(rolloutId, await this.now()); }
+  async attemptTimings(rolloutId?: string): Promise<AttemptTiming[]> { return this.reads.attemptTimings(rolloutId); }
   async check(): Promise<CheckIssue[]> { return this.reads.check(); }
   prepareWrites(): void {}
   async close(): Promise<void> { await this.pool.end(); }

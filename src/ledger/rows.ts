@@ -1,5 +1,5 @@
 /** Row ↔ record mapping shared by both backends (PostgreSQL returns BIGINT as strings, hence Number()). */
-import type { InferenceRecord, ItemStatus, NewItem, ResultRecord, RolloutRecord, WorkItem } from './types.js';
+import type { AttemptTiming, InferenceRecord, ItemStatus, NewItem, ResultRecord, RolloutRecord, WorkItem } from './types.js';
 
 type Row = Record<string, unknown>;
 const num = (v: unknown): number => Number(v);
@@ -67,4 +67,11 @@ export function backoffFor(baseMs: number, attempt: number): number {
 
 export function percentileIndex(count: number, p: number): number {
   return Math.min(count - 1, Math.max(0, Math.ceil(p * count) - 1));
+}
+
+export function rowToTiming(r: Row): AttemptTiming {
+  return {
+    stage: String(r.stage), stageIndex: Number(r.stage_index), kind: r.kind as AttemptTiming['kind'], outcome: String(r.outcome),
+    startedAt: Number(r.started_at), endedAt: r.ended_at === null ? null : Number(r.ended_at),
+  };
 }

@@ -4,8 +4,8 @@
  */
 import type Database from 'better-sqlite3';
 import type { TxRunner } from './sqlite-tx.js';
-import { percentileIndex, rowToInference, rowToItem, rowToResult, rowToRollout } from './rows.js';
-import type { CheckIssue, InferenceRecord, ItemStatus, LedgerStats, ResultRecord, RolloutSummary, TrajectoryRecord, WorkItem } from './types.js';
+import { percentileIndex, rowToInference, rowToItem, rowToResult, rowToRollout, rowToTiming } from './rows.js';
+import type { AttemptTiming, CheckIssue, InferenceRecord, ItemStatus, LedgerStats, ResultRecord, RolloutSummary, TrajectoryRecord, WorkItem } from './types.js';
 
 type Row = Record<string, unknown>;
 const STATUSES: ItemStatus[] = ['queued', 'leased', 'done', 'dead', 'canceled'];
@@ -105,6 +105,11 @@ export class SqliteReads {
       trajectoriesPerGpuHour: gpuHours > 0 ? trajectories / gpuHours : null,
       inference: { requests: Number(inf?.n ?? 0), done: Number(inf?.d ?? 0), shed: Number(inf?.s ?? 0), meanBatchSize: inf?.b === null || inf?.b === undefined ? null : Number(inf.b) },
     };
+  }
+
+  attemptTimings(rolloutId?: string): AttemptTiming[] {
+    return this.all(`SELECT i.stage, i.stage_index, i.kind, a.outcome, a.started_at, a.ended_at FROM attempts a JOIN items i ON i.id = a.item_id
+      WHERE (@rid IS NULL OR i.rollout_id = @rid) ORDER BY a.started_at, a.item_id, a.attempt`, { rid: rolloutId ?? null }).map(rowToTiming);
   }
 
   check(): CheckIssue[] {

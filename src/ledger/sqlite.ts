@@ -10,7 +10,7 @@ import { TxRunner } from './sqlite-tx.js';
 import { SqliteReads } from './sqlite-reads.js';
 import { backoffFor, ITEM_COLUMNS, itemValues, rowToItem } from './rows.js';
 import type {
-  CheckIssue, Claim, ClaimOptions, CompleteRequest, CompleteResult, EventKind, FailRequest, FailResult, InferenceOutcome,
+  AttemptTiming, CheckIssue, Claim, ClaimOptions, CompleteRequest, CompleteResult, EventKind, FailRequest, FailResult, InferenceOutcome,
   InferenceRecord, Ledger, LeaseRef, LedgerStats, NewInference, NewItem, RejectReason, RenewResult, ResultRecord, RolloutRecord,
   RolloutSummary, TrajectoryRecord, WorkItem,
 } from './types.js';
@@ -350,6 +350,7 @@ export class SqliteLedger implements Ledger {
 
   async getInference(key: string): Promise<InferenceRecord | null> { return this.reads.inference(key); }
   async stats(rolloutId?: string): Promise<LedgerStats> { return this.reads.stats(rolloutId); }
+  async attemptTimings(rolloutId?: string): Promise<AttemptTiming[]> { return this.reads.attemptTimings(rolloutId); }
   async check(): Promise<CheckIssue[]> { return this.reads.check(); }
   prepareWrites(): void { this.tx.prepareWrites(); }
 

@@ -153,6 +153,9 @@ export interface LedgerStats {
   inference: { requests: number; done: number; shed: number; meanBatchSize: number | null };
 }
 
+/** One execution's stage and times, for per-stage timing (`rollout stats`). */
+export interface AttemptTiming { stage: string; stageIndex: number; kind: StageKind; outcome: string; startedAt: number; endedAt: number | null }
+
 export interface CheckIssue { check: string; detail: string }
 
 /** One interface, two backends. Methods are async so the PostgreSQL backend fits the same shape. */
@@ -187,6 +190,8 @@ export interface Ledger {
   finishInference(outcomes: InferenceOutcome[]): Promise<void>;
   getInference(idempotencyKey: string): Promise<InferenceRecord | null>;
   stats(rolloutId?: string): Promise<LedgerStats>;
+  /** Every attempt's stage and start/end (ledger clock), oldest first. */
+  attemptTimings(rolloutId?: string): Promise<AttemptTiming[]>;
   check(): Promise<CheckIssue[]>;
   /**
    * Readies a process that is about to write (a worker, the gateway) so that its first writes are not slow:

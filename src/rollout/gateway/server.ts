@@ -1,15 +1,34 @@
-/** HTTP front of the gateway (node:http): POST /v1/infer, GET /v1/stats, GET /v1/health, GET /v1/blobs/:digest. */
+/**
+ * HTTP front of the gateway (node:http): POST /v1/infer, GET /v1/stats, GET /v1/health, GET /v1/blobs/:digest,
+ * and OpenAI's POST /v1/chat/completions and GET /v1/models for the official clients. Anything else gets
+ * OpenAI's 404 body; no request is left without an answer.
+ */
 import http from 'node:http';
 import type { AddressInfo } from 'node:net';
 import { UserError } from '../../errors/index.js';
 import { isDigest } from '../../ledger/blobs.js';
+import type { ChatAnswer } from './chat.js';
+import { notJson, openAiError, fromUpstream, unknownUrl, type OpenAiErrorAnswer } from './openai-errors.js';
 import type { GatewayService } from './service.js';
+import { sseBody } from './sse.js';
 
 const MAX_BODY = 8 * 1024 * 1024;
 
 function send(res: http.ServerResponse, status: number, body: unknown, headers: Record<string, string> = {}): void {
   const data = JSON.stringify(body);
   res.writeHead(status, { 'content-type': 'application/json', 'content-length': Buffer.byteLength(data), ...headers });
+  res.end(data);
+}
+
+function sendError(res: http.ServerResponse, e: OpenAiErrorAnswer): void {
+  send(res, e.status, e.body, e.headers);
+}
+
+function sendChat(res: http.ServerResponse, a: ChatAnswer): void {
+  if (!('completion' in a)) return sendError(res, a);
+  if (!a.stream) return send(res, 200, a.completion, a.headers);
+  const data = sseBody(a.completion, a.includeUsage);
+  res.writeHead(200, { 'content-type': 'text/event-stream; charset=utf-8', 'cache-control': 'no-cache', 'content-length': Buffer.byteLength(data), ...a.headers });
   res.end(data);
 }
 
@@ -42,15 +61,30 @@ export async function startGatewayServer(svc: GatewayService, blobs: { getText(d
         const a = await svc.handle(raw);
         return send(res, a.status, a.body, a.headers);
       }
+      if (req.method === 'POST' && url.pathname === '/v1/chat/completions') {
+        const text = await readBody(req);
+        if (text === null) return sendError(res, openAiError(413, `The request body is over ${MAX_BODY} bytes.`, { code: 'request_too_large' }));
+        let raw: unknown;
+        try { raw = JSON.parse(text); } catch { return sendError(res, notJson()); }
+        return sendChat(res, await svc.chat.handle(raw, req.headers));
+      }
+      if (req.method === 'GET' && url.pathname === '/v1/models') {
+        const up = await svc.upstreamModels().catch((err: Error) => ({ status: 502, text: JSON.stringify({ error: { message: err.message } }) }));
+        if (up.status === 200) return send(res, 200, JSON.parse(up.text));
+        return sendError(res, fromUpstream(up.status, up.text, svc.upstreamUrl));
+      }
       if (req.method === 'GET' && url.pathname === '/v1/stats') return send(res, 200, svc.stats());
       if (req.method === 'GET' && url.pathname === '/v1/health') return send(res, 200, { status: 'ok' });
       const m = /^\/v1\/blobs\/(sha256:[0-9a-f]{64})$/.exec(url.pathname);
       if (req.method === 'GET' && m && isDigest(m[1])) {
         try { return send(res, 200, { ref: m[1], text: blobs.getText(m[1]) }); } catch { return send(res, 404, { error: { message: `no blob ${m[1]}` } }); }
       }
-      send(res, 404, { error: { message: `no route ${req.method} ${url.pathname}` } });
+      // drain what was sent first, so the client is not cut off mid-upload and reads the answer
+      for await (const _ of req) { /* discard */ }
+      sendError(res, unknownUrl(req.method ?? '?', url.pathname));
     })().catch((err: unknown) => {
-      if (!res.headersSent) send(res, 500, { apiVersion: 'v1', status: 'failed', error: { message: (err as Error).message } });
+      if (!res.headersSent) sendError(res, openAiError(500, `the gateway failed: ${(err as Error).message}`, { code: 'internal_error' }));
+      else res.destroy();
     });
   });
   server.keepAliveTimeout = 30_000;

@@ -7,6 +7,7 @@ import { digestOf, type BlobStore } from '../../ledger/blobs.js';
 import type { InferenceOutcome, InferenceRecord, Ledger, NewInference } from '../../ledger/types.js';
 import { Admission, type AdmissionLimits } from './admission.js';
 import { Batcher, type BatchOptions } from './batcher.js';
+import { ChatCompletions } from './chat.js';
 import { canonical, inferRequestSchema, type InferRequestBody } from './schema.js';
 import type { Upstream } from './upstream.js';
 
@@ -26,6 +27,8 @@ interface Pending { req: InferRequestBody; hash: string; inputRef: string; enque
 
 export class GatewayService {
   readonly admission: Admission;
+  /** OpenAI's chat completions API; shares this gateway's admission control and ledger. */
+  readonly chat: ChatCompletions;
   private readonly batcher: Batcher<Pending>;
   private readonly inflight = new Map<string, Promise<Answer>>();
   private readonly running = new Set<Promise<void>>();
@@ -34,6 +37,7 @@ export class GatewayService {
   constructor(private readonly o: GatewayOptions) {
     o.ledger.prepareWrites();
     this.admission = new Admission(o.limits);
+    this.chat = new ChatCompletions({ ledger: o.ledger, blobs: o.blobs, upstream: o.upstream, envVersion: o.envVersion, admission: this.admission });
     this.batcher = new Batcher(o.batch, (_key, items) => {
       const p = this.runBatch(items).finally(() => this.running.delete(p));
       this.running.add(p);
@@ -143,9 +147,14 @@ export class GatewayService {
     }
   }
 
+  get upstreamUrl(): string { return this.o.upstream.url; }
+
+  /** The upstream's model list, passed through (OpenAI clients call it to check the connection). */
+  upstreamModels(): Promise<{ status: number; text: string }> { return this.o.upstream.forward('GET', '/v1/models'); }
+
   stats() {
     const c = this.counters;
-    return { ...c, meanBatchSize: c.batches ? c.batchedRequests / c.batches : null, queued: this.batcher.pending, admission: this.admission.snapshot(), envVersion: this.o.envVersion };
+    return { ...c, meanBatchSize: c.batches ? c.batchedRequests / c.batches : null, queued: this.batcher.pending, admission: this.admission.snapshot(), chat: this.chat.counters, envVersion: this.o.envVersion };
   }
 
   /** Flushes queued requests and waits for running batches (graceful shutdown). */

@@ -12,6 +12,8 @@ import { GpuError } from '../../errors/index.js';
 export interface Upstream {
   readonly url: string;
   complete(model: string, prompts: string[], params: Record<string, unknown>, signal?: AbortSignal): Promise<string[]>;
+  /** One request passed through as it is (chat completions, the model list); network failures throw GpuError. */
+  forward(method: 'GET' | 'POST', path: string, body?: string, signal?: AbortSignal): Promise<{ status: number; text: string }>;
 }
 
 interface CompletionsResponse { choices?: { index?: number; text?: string }[] }
@@ -43,13 +45,16 @@ export class OpenAiCompletionsUpstream implements Upstream {
   }
 
   private post(body: string, signal?: AbortSignal): Promise<{ status: number; text: string }> {
+    return this.forward('POST', this.target.pathname, body, signal);
+  }
+
+  forward(method: 'GET' | 'POST', pathname: string, body?: string, signal?: AbortSignal): Promise<{ status: number; text: string }> {
     const lib = this.target.protocol === 'https:' ? https : http;
+    const target = pathname === this.target.pathname ? this.target : new URL(pathname, this.url);
     return new Promise((resolve, reject) => {
       const unreachable = (err: Error) => reject(new GpuError(`upstream ${this.url} unreachable: ${err.message}`, { cause: err }));
-      const req = lib.request(this.target, {
-        method: 'POST', agent: this.agent, signal,
-        headers: { 'content-type': 'application/json', 'content-length': Buffer.byteLength(body) },
-      }, (res) => {
+      const headers: Record<string, string | number> = body === undefined ? {} : { 'content-type': 'application/json', 'content-length': Buffer.byteLength(body) };
+      const req = lib.request(target, { method, agent: this.agent, signal, headers }, (res) => {
         const chunks: Buffer[] = [];
         res.on('data', (c: Buffer) => chunks.push(c));
         res.on('end', () => { clearTimeout(timer); resolve({ status: res.statusCode ?? 0, text: Buffer.concat(chunks).toString('utf8') }); });

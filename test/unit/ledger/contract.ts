@@ -204,6 +204,9 @@ export function ledgerContract(name: string, open: () => Promise<LedgerFixture>)
       expect(st.trajectoriesPerGpuHour).toBeGreaterThan(0);
       expect(st.inference).toEqual({ requests: 1, done: 1, shed: 0, meanBatchSize: 4 });
       expect(st.queueAgeP99Ms).toBeGreaterThanOrEqual(st.queueAgeP50Ms);
+      const timings = await L.attemptTimings(id);
+      expect(timings.map((t) => [t.stage, t.stageIndex, t.kind, t.outcome])).toEqual([['simulate', 0, 'cpu', 'done'], ['simulate', 0, 'cpu', 'failed']]);
+      expect(timings.every((t) => t.endedAt !== null && t.endedAt >= t.startedAt)).toBe(true);
       expect(await L.check()).toEqual([]);
     });
   });

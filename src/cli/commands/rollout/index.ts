@@ -4,6 +4,7 @@ import { register as registerLs } from './ls.js';
 import { register as registerShow } from './show.js';
 import { register as registerCancel } from './cancel.js';
 import { register as registerStats } from './stats.js';
+import { register as registerResults } from './results.js';
 
 /** Registers `smol rollout …` subcommands; one file per subcommand in this folder. */
 export function registerRolloutCommands(program: Command): void {
@@ -13,4 +14,5 @@ export function registerRolloutCommands(program: Command): void {
   registerShow(rollout);
   registerCancel(rollout);
   registerStats(rollout);
+  registerResults(rollout);
 }
