@@ -5,7 +5,7 @@
 import fs from 'node:fs';
 import path from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { killQemuMentioning, qemuProcessesMentioning, scratchHome, smol } from '../../helpers/cli.js';
+import { killQemuMentioning, qemuProcessesMentioning, removeShmOfHome, scratchHome, smol } from '../../helpers/cli.js';
 
 let home: string;
 const shmBefore = new Set(fs.readdirSync('/dev/shm'));
@@ -14,7 +14,7 @@ const newShm = () => fs.readdirSync('/dev/shm').filter((f) => f.startsWith('smol
 beforeAll(() => { home = scratchHome('fork'); });
 afterAll(() => {
   killQemuMentioning(home);
-  for (const f of newShm()) fs.rmSync(path.join('/dev/shm', f), { force: true });
+  removeShmOfHome(home);
   fs.rmSync(home, { recursive: true, force: true });
 });
 

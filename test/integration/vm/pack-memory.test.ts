@@ -7,11 +7,10 @@
 import fs from 'node:fs';
 import path from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { killQemuMentioning, qemuProcessesMentioning, scratchHome, smol } from '../../helpers/cli.js';
+import { killQemuMentioning, qemuProcessesMentioning, removeShmOfHome, scratchHome, smol } from '../../helpers/cli.js';
 
 let home: string;
 let art: string;
-const shmBefore = new Set(fs.readdirSync('/dev/shm'));
 
 beforeAll(() => {
   home = scratchHome('packmem');
@@ -19,7 +18,7 @@ beforeAll(() => {
 });
 afterAll(() => {
   killQemuMentioning(home);
-  for (const f of fs.readdirSync('/dev/shm').filter((n) => n.startsWith('smol-') && !shmBefore.has(n))) fs.rmSync(path.join('/dev/shm', f), { force: true });
+  removeShmOfHome(home);
   fs.rmSync(home, { recursive: true, force: true });
 });
 
