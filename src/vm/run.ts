@@ -7,6 +7,8 @@ import { shmHasRoom } from './layout.js';
 import type { MachineRecord } from './registry/machines.js';
 import { DEFAULT_BOOT_TIMEOUT_MS, type MachineService, type OpenChannel } from './service.js';
 import { attachGpu } from './gpu.js';
+import { deliverSecrets, resolveSecrets } from './secrets.js';
+import { mergeSecrets, type SecretDecl } from '../smolfile/secrets.js';
 import { checkPortsFree } from './net/ports.js';
 import { captureSnapshot, dropSnapshot, findSnapshot, snapshotEligible, snapshotKey, startFromSnapshot } from './warm.js';
 
@@ -18,11 +20,15 @@ export interface RunOptions {
   coldBoot?: boolean;
   /** Aborting kills the machine at once (whatever it is doing) and the run fails with InterruptedError. */
   signal?: AbortSignal;
+  /** Secrets for this run beyond the spec's own declarations (names; values are read from the host now). */
+  secrets?: SecretDecl;
 }
 
 export async function runEphemeral(svc: MachineService, spec: Smolfile, req: ExecRequest, io: ExecIo, o: RunOptions = {}): Promise<ExecResult> {
   // a taken host port fails here, before anything is made
   await checkPortsFree(spec.ports ?? [], o.name);
+  // a missing secret fails here too; values are delivered after boot (and after any boot snapshot is saved)
+  const secrets = resolveSecrets(mergeSecrets(spec.secrets, o.secrets));
   const rec = await svc.create(spec, { ephemeral: true, name: o.name, onProgress: o.onProgress });
   const kill = () => {
     const pid = svc.store.find(rec.id)?.pid;
@@ -33,7 +39,8 @@ export async function runEphemeral(svc: MachineService, spec: Smolfile, req: Exe
     const { ch, release } = await bootForRun(svc, rec, o).catch((err: unknown) => { throw o.signal?.aborted ? interrupted(o.signal) : err; });
     const gpu = spec.gpu ? await attachGpu(ch, { home: svc.home }).catch(async (err) => { ch.close(); release(); throw err; }) : undefined;
     try {
-      return await execOnChannel(ch, { cwd: spec.workdir, ...req, env: { ...spec.env, ...gpu?.env, ...(req.env ?? {}) } }, io);
+      await deliverSecrets(ch, secrets, svc.store, rec);
+      return await execOnChannel(ch, { cwd: spec.workdir, ...req, env: { ...spec.env, ...gpu?.env, ...(req.env ?? {}), ...secrets.env } }, io);
     } finally {
       ch.close();
       release();

@@ -62,7 +62,10 @@ export class MachineService {
     refuseForkableVolumes(spec, spec.fork.enabled);
     const id = newMachineId();
     const name = o.name ?? `${o.ephemeral ? 'run' : 'vm'}-${id.slice(0, 6)}`;
-    const rec = this.store.insert({ id, name, state: 'creating', ephemeral: !!o.ephemeral, spec, imageId: null, ownerPid: process.pid, parent: o.parent ?? null, generation: 0 });
+    // labels live in their own registry column (ls filters on them), not in the machine's spec
+    const { labels, ...machineSpec } = spec;
+    spec = machineSpec;
+    const rec = this.store.insert({ id, name, state: 'creating', ephemeral: !!o.ephemeral, spec, imageId: null, ownerPid: process.pid, parent: o.parent ?? null, generation: 0, labels });
     const layout = this.layout(rec);
     try {
       fs.mkdirSync(layout.dir, { recursive: true });

@@ -13,9 +13,11 @@ export function register(parent: Command): void {
       const svc = machineService();
       const v = machineView(svc, svc.refresh(svc.store.get(name)));
       if (opts.json) return printJson(v);
-      const { usage, ports, allow, ...rest } = v;
+      const { usage, ports, allow, labels, secrets, ...rest } = v;
       for (const [k, val] of Object.entries(rest)) process.stdout.write(`${k.padEnd(12)} ${val ?? '-'}\n`);
       process.stdout.write(`${'ports'.padEnd(12)} ${ports.map(formatPort).join(' ') || '-'}\n`);
+      process.stdout.write(`${'labels'.padEnd(12)} ${Object.entries(labels).map(([k, l]) => `${k}=${l}`).join(' ') || '-'}\n`);
+      process.stdout.write(`${'secrets'.padEnd(12)} ${[...secrets.env.map((n) => `env:${n}`), ...secrets.files.map((n) => `file:${n}`)].join(' ') || '-'}\n`);
       process.stdout.write(`${'allow'.padEnd(12)} ${allow.join(' ') || (v.net ? 'all but the host and link-local' : '-')}\n`);
       const m = usage.memory;
       process.stdout.write(`${'memory'.padEnd(12)} ${m ? `PSS ${m.pssMiB} MiB (own ${m.privateMiB}, shared ${m.sharedMiB}, RSS ${m.rssMiB})` : '-'}\n`);

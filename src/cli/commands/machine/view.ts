@@ -14,6 +14,9 @@ export function machineView(svc: MachineService, r: MachineRecord) {
     createdAt: new Date(r.createdAt).toISOString(), startedAt: r.startedAt ? new Date(r.startedAt).toISOString() : null,
     lastError: r.lastError, dir: layout.dir, consoleLog: layout.consoleLog,
     volumes: r.spec.volumes ?? [],
+    labels: r.labels,
+    // names only: values are never stored (docs/secrets.md)
+    secrets: { env: r.spec.secrets?.env ?? [], files: Object.keys(r.spec.secrets?.files ?? {}) },
     // shared vs own: a clone's RSS counts the fork template it shares, its PSS divides it among the family
     usage: { memory: r.state === 'running' ? memoryUsage(r.pid) : null, disk: diskUsage(layout.disk) },
   };
