@@ -111,6 +111,9 @@ export class MachineService {
           where: rec.name, hint: 'Give /dev/shm more room (e.g. docker run --shm-size=1g, or mount -o remount,size=2G /dev/shm), or start it without --forkable.',
         });
       }
+      // a RAM file left by an earlier forkable boot is stale, and QEMU refuses one of another size (after
+      // `machine update --mem`); a clone of a held fork that maps it keeps its mapping when it is unlinked
+      if (forkable) fs.rmSync(layout.memFile, { force: true });
       // a fork clone never takes its parent's host ports, also when it boots again later (docs/network.md)
       const pid = await this.engine.launch(rec.spec, layout, { diskless: this.isDiskless(rec), forkable, onProgress: o.onProgress, publishPorts: !rec.parent });
       this.store.update(rec.id, { pid, startedAt: Date.now() });

@@ -34,6 +34,14 @@ export async function pruneMachines(svc: MachineService, o: PruneOptions = {}): 
     }
     removed.push(item);
   }
+  // a stopped machine's RAM file from its last forkable boot: nothing reads it again (a start makes a new one)
+  for (const r of svc.store.list()) {
+    const l = svc.layout(r);
+    if (r.state !== 'stopped' || !fs.existsSync(l.memFile) || svc.store.lockHolder(r.id) !== null) continue;
+    const item = { name: `${r.name} RAM file`, bytes: diskBytes(l.memFile) };
+    if (!o.dryRun) fs.rmSync(l.memFile, { force: true });
+    removed.push(item);
+  }
   const known = new Set([...svc.store.list().map((r) => r.id), ...spareIds(svc)]);
   for (const root of [dataPaths(svc.home).machines, runRoot(svc.home)]) {
     for (const id of safeReaddir(root)) {

@@ -28,6 +28,7 @@ afterAll(() => {
 });
 
 const json = (s: string) => JSON.parse(s);
+const expectCode = (r: { code: number | null; stderr: string }, code: number) => expect(r.code, r.stderr).toBe(code);
 const snapshots = () => path.join(sharedHome(), 'cache', 'boot-snapshots');
 
 /** Every regular file under dir (skipping the secret's own source file), by name, that holds either marker. */
@@ -84,15 +85,15 @@ describe('secrets, update, labels and prune (real QEMU)', () => {
     expect(upd.code).toBe(67);
     expect(upd.stderr).toMatch(/running.*must be stopped[\s\S]*smol machine stop s1/);
     // labels are bookkeeping: they change while it runs
-    expect((await smol(['machine', 'update', 's1', '--unlabel', 'tier'], { home })).code).toBe(0);
+    expectCode(await smol(['machine', 'update', 's1', '--unlabel', 'tier'], { home }), 0);
     expect(json((await smol(['machine', 'ls', '--json', '--filter', 'label=app=s'], { home })).stdout).map((m: { name: string; labels: object }) => [m.name, m.labels])).toEqual([['s1', { app: 's' }]]);
     expect(json((await smol(['machine', 'ls', '--json', '--filter', 'label=tier'], { home })).stdout)).toEqual([]);
   });
 
   it('refuses to fork or memory-pack a machine whose RAM received a secret since it started', async () => {
-    expect((await smol(['machine', 'stop', 's1'], { home })).code).toBe(0);
-    expect((await smol(['machine', 'start', 's1', '--forkable'], { home })).code).toBe(0);
-    expect((await smol(['machine', 'exec', 's1', '--', 'true'], { home, env: withToken })).code).toBe(0);
+    expectCode(await smol(['machine', 'stop', 's1'], { home }), 0);
+    expectCode(await smol(['machine', 'start', 's1', '--forkable'], { home }), 0);
+    expectCode(await smol(['machine', 'exec', 's1', '--', 'true'], { home, env: withToken }), 0);
     const f = await smol(['fork', 's1'], { home });
     expect(f.code).toBe(67);
     expect(f.stderr).toMatch(/received a secret since it started[\s\S]*smol machine stop s1/);
@@ -103,7 +104,7 @@ describe('secrets, update, labels and prune (real QEMU)', () => {
   });
 
   it('update changes a stopped machine for its next boot; bad input changes nothing', async () => {
-    expect((await smol(['machine', 'stop', 's1'], { home })).code).toBe(0);
+    expectCode(await smol(['machine', 'stop', 's1'], { home }), 0);
     const before = json((await smol(['machine', 'status', 's1', '--json'], { home })).stdout);
     for (const [args, code] of [[['--mem', '1'], 65], [['--image', 'x'], 64], [['-p', 'notaport'], 65], [['-v', '/nonexistent-dir:/data'], 66], [[], 64]] as const) {
       const r = await smol(['machine', 'update', 's1', ...args], { home });
@@ -126,14 +127,14 @@ describe('secrets, update, labels and prune (real QEMU)', () => {
 
   let forkId = '';
   it('forks with labels after a restart; clones receive their own secrets; the fork point holds none', async () => {
-    expect((await smol(['machine', 'start', 's1', '--forkable'], { home })).code).toBe(0);
+    expectCode(await smol(['machine', 'start', 's1', '--forkable'], { home }), 0);
     const boot = await smol(['machine', 'exec', 's1', '--', 'sh', '-c', 'nproc; awk \'/MemTotal/{print int($2/1024)}\' /proc/meminfo; echo $ROLE'], { home, env: withToken });
     const [cpus, memMiB, role] = boot.stdout.trim().split('\n');
     expect([cpus, role]).toEqual(['2', 'updated']);
     expect(Number(memMiB)).toBeGreaterThan(256);
     // that exec delivered TOKEN again: restart so the fork point is clean
-    expect((await smol(['machine', 'stop', 's1'], { home })).code).toBe(0);
-    expect((await smol(['machine', 'start', 's1', '--forkable'], { home })).code).toBe(0);
+    expectCode(await smol(['machine', 'stop', 's1'], { home }), 0);
+    expectCode(await smol(['machine', 'start', 's1', '--forkable'], { home }), 0);
     const f = await smol(['fork', 's1', '--count', '2', '--label', 'role=clone', '--json'], { home });
     expect(f.code, f.stderr).toBe(0);
     forkId = json(f.stdout).forkId;
@@ -155,7 +156,7 @@ describe('secrets, update, labels and prune (real QEMU)', () => {
     const dead = path.join(home, 'machines', 'deadbeef0001');
     fs.mkdirSync(dead);
     fs.writeFileSync(path.join(dead, 'disk.qcow2'), Buffer.alloc(64 * 1024, 1));
-    expect((await smol(['machine', 'create', 'fromart', '--from', path.join(home, 's1.smolmachine')], { home })).code).toBe(0);
+    expectCode(await smol(['machine', 'create', 'fromart', '--from', path.join(home, 's1.smolmachine')], { home }), 0);
     const cache = path.join(home, 'cache', 'artifacts');
     const [used] = fs.readdirSync(cache).filter((n) => /^[0-9a-f]+$/.test(n));
     const unused = path.join(cache, 'ab'.repeat(32));
@@ -187,7 +188,7 @@ describe('secrets, update, labels and prune (real QEMU)', () => {
       expect([m, r.code, r.stdout]).toEqual([m, 0, 'ok\n']);
     }
     // once nothing uses it, pack prune removes the extracted artifact
-    expect((await smol(['machine', 'rm', 'fromart'], { home })).code).toBe(0);
+    expectCode(await smol(['machine', 'rm', 'fromart'], { home }), 0);
     fs.utimesSync(path.join(cache, used), old, old);
     const pp = await smol(['pack', 'prune'], { home });
     expect(pp.stdout).toMatch(new RegExp(`artifacts: removed ${used} `));
@@ -199,6 +200,6 @@ describe('secrets, update, labels and prune (real QEMU)', () => {
     expect(logs.stdout).not.toContain(marker);
     // the home: registry (db, wal), machine dirs (console and QEMU logs, disks, boot.json), forks, caches
     expect(filesWithMarker(home, [secretFile])).toEqual([]);
-    expect((await smol(['machine', 'rm', '--force', '--cascade', 's1'], { home })).code).toBe(0);
+    expectCode(await smol(['machine', 'rm', '--force', '--cascade', 's1'], { home }), 0);
   });
 });

@@ -32,6 +32,7 @@ beforeEach(() => {
   svc = new MachineService({ home, store: new MachineStore(openRegistry(path.join(home, 'smol.db'))), engine });
 });
 afterEach(() => {
+  fs.rmSync(svc.layout({ id: 'cccccc000000' }).memFile, { force: true });
   svc.store.db.close();
   fs.rmSync(home, { recursive: true, force: true });
   if (savedAssets === undefined) delete process.env.SMOL_ASSETS;
@@ -59,8 +60,11 @@ describe('machine prune', () => {
     // a young directory with no row may be a machine being made right now
     fs.renameSync(path.join(machines, 'young0000001'), path.join(machines, '0123456789ab'));
 
+    const ram = svc.layout({ id: 'cccccc000000' }).memFile; // left by its last forkable boot
+    write(ram, 4096);
     const dry = await pruneMachines(svc, { dryRun: true });
-    expect(names(dry)).toEqual(['aaaaaa', 'dir dead00000001'].sort());
+    expect(names(dry)).toEqual(['aaaaaa', 'cccccc RAM file', 'dir dead00000001'].sort());
+    expect(fs.existsSync(ram)).toBe(true);
     expect(svc.store.find('aaaaaa')).not.toBeNull();
     expect(fs.existsSync(path.join(machines, 'dead00000001'))).toBe(true);
 
@@ -69,6 +73,7 @@ describe('machine prune', () => {
     expect(real.bytes).toBeGreaterThanOrEqual(64 * 1024);
     expect(svc.store.list().map((r) => r.name).sort()).toEqual(['bbbbbb', 'cccccc']);
     expect(fs.readdirSync(machines).sort()).toEqual(['0123456789ab', 'bbbbbb000000', 'cccccc000000', 'spare0000001']);
+    expect(fs.existsSync(ram)).toBe(false);
   });
 });
 
