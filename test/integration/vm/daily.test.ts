@@ -11,8 +11,6 @@ import { killQemuMentioning, qemuProcessesMentioning, scratchHome, sharedHome, s
 let home: string;
 const marker = `smol-marker-${crypto.randomBytes(8).toString('hex')}`;
 const fileMarker = `smol-filemarker-${crypto.randomBytes(8).toString('hex')}`;
-const shmBefore = new Set(fs.readdirSync('/dev/shm'));
-const newShm = () => fs.readdirSync('/dev/shm').filter((f) => f.startsWith('smol-') && !shmBefore.has(f));
 let secretFile: string;
 const withToken = { TOKEN: marker };
 
@@ -23,7 +21,13 @@ beforeAll(() => {
 });
 afterAll(() => {
   killQemuMentioning(home);
-  for (const f of newShm()) fs.rmSync(path.join('/dev/shm', f), { force: true });
+  // only this home's RAM files: other sessions' machines share /dev/shm
+  const ls = (d: string) => (fs.existsSync(d) ? fs.readdirSync(d) : []);
+  const ids = [...ls(path.join(home, 'machines')), ...ls(path.join(home, 'forks'))];
+  for (const id of ls(path.join(home, 'machines'))) {
+    try { ids.push(JSON.parse(fs.readFileSync(path.join(home, 'machines', id, 'spare.json'), 'utf8')).forkId); } catch { /* no spare */ }
+  }
+  for (const id of ids) for (const f of [`smol-${id}.mem`, `smol-fork-${id}.mem`]) fs.rmSync(path.join('/dev/shm', f), { force: true });
   fs.rmSync(home, { recursive: true, force: true });
 });
 
