@@ -13,3 +13,7 @@ export { startGpuDaemon, queryGpuDaemon } from './cuda/daemon/index.js';
 export { forkMachine } from './vm/fork/index.js';
 export * from './ledger/index.js';
 export * from './rollout/index.js';
+export { updateMachine, type SpecPatch, type LabelPatch } from './vm/update.js';
+export { pruners, pruneAll, pruneMachines, pruneBootSnapshots, pruneArtifacts, type PruneResult, type Pruner } from './vm/prune/index.js';
+export { parseLabelFlags, parseFilters, matchesLabels } from './smolfile/labels.js';
+export { resolveSecrets } from './vm/secrets.js';

@@ -5,7 +5,7 @@
  * never the (possibly since altered) file's.
  */
 import type { KeyObject } from 'node:crypto';
-import { mkdir, open, readdir, readFile, rm, stat, unlink } from 'node:fs/promises';
+import { mkdir, open, readdir, readFile, rm, stat, unlink, utimes } from 'node:fs/promises';
 import path from 'node:path';
 import { ConflictError } from '../errors/index.js';
 import { dataPaths } from '../util/paths.js';
@@ -88,7 +88,11 @@ export async function ensureExtracted(file: string, cacheDir: string, opts: Ensu
   }
   const dir = path.join(path.resolve(cacheDir), key);
   const cached = await hit(file, dir, trusted);
-  if (cached) return cached;
+  // the entry's mtime says it was just used: `smol pack prune` keeps it while its machine is being made
+  if (cached) {
+    await utimes(dir, new Date(), new Date()).catch(() => undefined);
+    return cached;
+  }
   await mkdir(path.dirname(dir), { recursive: true });
   return withLock(`${dir}.lock`, opts.lockTimeoutMs ?? 10 * 60_000, async () => {
     const again = await hit(file, dir, trusted);

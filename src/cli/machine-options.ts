@@ -10,6 +10,8 @@ import { mergeSpec } from '../smolfile/merge.js';
 import { cpusSchema, memorySchema, type Smolfile, type Volume } from '../smolfile/schema.js';
 import { checkVolumes, flagLabel, parseVolumeFlag } from '../vm/volumes/spec.js';
 import { allowSchema, portsSchema } from '../smolfile/network.js';
+import { parseLabelFlags } from '../smolfile/labels.js';
+import { secretFlagsSchema } from '../smolfile/secrets.js';
 
 const collect = (v: string, prev: string[] = []) => [...prev, v];
 
@@ -26,8 +28,21 @@ export function addMachineOptions(cmd: Command): Command {
     .option('--allow <dest[:port]>', 'egress to this host name, address or CIDR only; host:PORT for one host port (repeatable)', collect)
     .option('--gpu', 'forward CUDA/NVML calls to the host GPU daemon')
     .option('-v, --volume <host:guest[:ro]>', 'share a host directory into the guest over virtiofs (repeatable)', collect)
-    .addOption(new Option('--forkable', 'keep guest memory in a file so the machine can be forked').hideHelp(false));
+    .addOption(new Option('--forkable', 'keep guest memory in a file so the machine can be forked').hideHelp(false))
+    .option('--label <K=V>', 'label the machine (repeatable); find it with smol machine ls --filter label=K=V', collect)
+    .option('--secret-env <NAME>', 'pass host environment variable NAME to the guest command, never stored (repeatable)', collect)
+    .option('--secret-file <NAME=PATH>', 'host file PATH as /run/secrets/NAME (tmpfs, 0400) for the guest command, never stored (repeatable)', collect);
 }
+
+/** `--secret-env` / `--secret-file` alone (machine exec takes these without the other machine flags). */
+export function addSecretOptions(cmd: Command): Command {
+  return cmd
+    .option('--secret-env <NAME>', 'pass host environment variable NAME to the command, never stored (repeatable)', collect)
+    .option('--secret-file <NAME=PATH>', 'host file PATH as /run/secrets/NAME (tmpfs, 0400), never stored (repeatable)', collect);
+}
+
+/** The secret declarations of the flags (names and host paths, never values). */
+export const secretsFromFlags = (opts: unknown) => parseFlags(secretFlagsSchema(process.cwd()), opts);
 
 /** -e NAME=value entries, repeatable; later entries win. */
 export const envListSchema = z.array(z.string().regex(/^[A-Za-z_][A-Za-z0-9_]*=/, 'use NAME=value'));
@@ -47,6 +62,7 @@ export const machineFlagsSchema = z.object({
   gpu: z.boolean().optional(),
   forkable: z.boolean().optional(),
   volume: z.array(z.string()).optional(),
+  label: z.array(z.string()).optional(),
 }).passthrough();
 
 export const durationSchema = z.string().transform((v, ctx) => {
@@ -76,6 +92,7 @@ export function specFromFlags(opts: unknown): Smolfile {
   const spec = mergeSpec(base?.spec, base?.dir, {
     image: f.image === undefined || f.image === 'default' ? f.image : pathOf(f.image),
     cpus: f.cpus, memory: f.mem, net: f.net, ports: f.publish, allow: f.allow, gpu: f.gpu, forkable: f.forkable, env, workdir: f.workdir, volumes,
+    labels: f.label && parseLabelFlags(f.label), secrets: secretsFromFlags(opts),
   });
   checkVolumes(spec.volumes, volumeLabels(spec.volumes, spec.volumes.length - volumes.length, f.smolfile));
   return spec;

@@ -23,6 +23,7 @@ const loaders: Record<string, () => Promise<Register>> = {
   pack: async () => (await import('./commands/pack/index.js')).registerPackCommands,
   completion: async () => (await import('./commands/completion.js')).register,
   smolfile: async () => (await import('./commands/smolfile/index.js')).registerSmolfileCommands,
+  prune: async () => (await import('./commands/prune.js')).register,
 };
 const aliases: Record<string, string> = { m: 'machine' };
 

@@ -1,6 +1,8 @@
 /** The Smolfile: a YAML declaration of a machine. Unknown keys are errors (Firecracker's rule). */
 import { z } from 'zod';
 import { networkSchema, portsSchema } from './network.js';
+import { labelsSchema } from './labels.js';
+import { secretsSchema } from './secrets.js';
 
 /** "512", "512M", "1G", "1.5GiB" → MiB. A bare number is MiB. */
 export function parseMemoryMiB(v: string | number): number {
@@ -106,6 +108,10 @@ export const smolfileSchema = z
     /** Root disk size for persistent machines (the overlay's virtual size). */
     disk: z.union([z.number(), z.string()]).optional().transform((v) => (v === undefined ? undefined : parseMemoryMiB(v)))
       .pipe(z.number().int().min(16, 'disk must be at least 16 MiB').optional()),
+    /** Labels for `smol machine ls --filter label=K=V` (docs/labels.md); kept in the registry, not the spec. */
+    labels: labelsSchema.optional(),
+    /** Secrets by name only; values come from the host at each run/start/exec (docs/secrets.md). */
+    secrets: secretsSchema.optional(),
   })
   .strict();
 

@@ -8,6 +8,7 @@ import { ExitCode, NotFoundError, SmolError } from '../errors/index.js';
 import type { ExecRequest } from './engine.js';
 import { execInMachine } from './exec.js';
 import type { MachineService } from './service.js';
+import type { SecretDecl } from '../smolfile/secrets.js';
 
 export const DETACHED_LOG_DIR = '/run/smol/exec';
 
@@ -19,11 +20,12 @@ mv "$t" "$d/$p.log" && echo "$p"`;
 
 export interface DetachedExec { pid: number; log: string }
 
-export async function execDetached(svc: MachineService, name: string, req: Omit<ExecRequest, 'tty' | 'rows' | 'cols'>): Promise<DetachedExec> {
+/** `secrets` as for execInMachine: the process's environment gets them, the guest's /run/secrets the files. */
+export async function execDetached(svc: MachineService, name: string, req: Omit<ExecRequest, 'tty' | 'rows' | 'cols'>, o: { secrets?: SecretDecl } = {}): Promise<DetachedExec> {
   const chunks: Buffer[] = [];
   const errs: Buffer[] = [];
   const sink = (into: Buffer[]) => new Writable({ write(c: Buffer, _e, cb) { into.push(c); cb(); } });
-  const res = await execInMachine(svc, name, { ...req, argv: ['/bin/sh', '-c', SCRIPT, 'smol-exec', ...req.argv] }, { stdin: null, stdout: sink(chunks), stderr: sink(errs) });
+  const res = await execInMachine(svc, name, { ...req, argv: ['/bin/sh', '-c', SCRIPT, 'smol-exec', ...req.argv] }, { stdin: null, stdout: sink(chunks), stderr: sink(errs) }, o);
   const err = Buffer.concat(errs).toString().trim();
   if (res.code === 127) throw new NotFoundError(`exec failed: ${req.argv[0]}: command not found in machine "${name}"`, { where: name, hint: 'Give the full path, or check PATH in the guest (-e PATH=…).' });
   const pid = Number(Buffer.concat(chunks).toString().trim());

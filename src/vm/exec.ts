@@ -8,6 +8,8 @@ import type { ExecHandle, ExecRequest, GuestChannel } from './engine.js';
 import type { MachineService } from './service.js';
 import { attachGpu, type GpuAttachment } from './gpu.js';
 import { copyTreeIn, copyTreeOut, guestIsDir } from './copy-tree.js';
+import { deliverSecrets, resolveSecrets } from './secrets.js';
+import { mergeSecrets, type SecretDecl } from '../smolfile/secrets.js';
 
 export interface ExecIo {
   /** null: the guest command sees EOF on stdin at once. */
@@ -83,12 +85,15 @@ function notFoundAs127(err: unknown, req: ExecRequest, io: ExecIo): { code: numb
   return { code: 127, signal: null };
 }
 
-export async function execInMachine(svc: MachineService, name: string, req: ExecRequest, io: ExecIo): Promise<ExecResult> {
+/** `secrets`: this exec's own, beyond the machine's declared ones; all are read from the host now (docs/secrets.md). */
+export async function execInMachine(svc: MachineService, name: string, req: ExecRequest, io: ExecIo, o: { secrets?: SecretDecl } = {}): Promise<ExecResult> {
+  const secrets = resolveSecrets(mergeSecrets(svc.store.get(name).spec.secrets, o.secrets));
   const { rec, ch, release } = await svc.channel(name);
   let gpu: GpuAttachment | undefined;
   try {
     if (rec.spec.gpu) gpu = await attachGpu(ch, { home: svc.home });
-    return await execOnChannel(ch, { cwd: rec.spec.workdir, ...req, env: { ...rec.spec.env, ...gpu?.env, ...(req.env ?? {}) } }, io);
+    await deliverSecrets(ch, secrets, svc.store, rec);
+    return await execOnChannel(ch, { cwd: rec.spec.workdir, ...req, env: { ...rec.spec.env, ...gpu?.env, ...(req.env ?? {}), ...secrets.env } }, io);
   } finally {
     ch.close();
     release();

@@ -19,6 +19,7 @@ import { AGENT_PORTS, type MachineLayout } from './layout.js';
 import { newMachineId, type MachineRecord } from './registry/machines.js';
 import { MACHINE_TYPE, qemuBuild, writeResumePlan } from './resume.js';
 import type { MachineService } from './service.js';
+import { refuseSecretRam } from './secrets.js';
 
 /**
  * Extract (once, cached) and record the artifact's boot files next to the machine; returns its base disk.
@@ -47,6 +48,7 @@ function specFields(spec: Smolfile) {
 async function captureRunning(s: MachineService, rec: MachineRecord, boot: BootFiles): Promise<ResolvedSource> {
   const ops = s.engine.fork;
   if (!ops) throw new PrerequisiteError('pack create --with-memory failed: this VM backend cannot save machine state');
+  refuseSecretRam(rec, 'pack create --with-memory');
   const layout = s.layout(rec);
   const unlock = s.store.lock(rec.id, 'pack', rec.name);
   let tmp: string | undefined;

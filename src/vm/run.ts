@@ -7,6 +7,8 @@ import { shmHasRoom } from './layout.js';
 import type { MachineRecord } from './registry/machines.js';
 import { DEFAULT_BOOT_TIMEOUT_MS, type MachineService, type OpenChannel } from './service.js';
 import { attachGpu } from './gpu.js';
+import { deliverSecrets, resolveSecrets, type ResolvedSecrets } from './secrets.js';
+import { mergeSecrets, type SecretDecl } from '../smolfile/secrets.js';
 import { checkPortsFree } from './net/ports.js';
 import { captureSnapshot, dropSnapshot, findSnapshot, snapshotEligible, snapshotKey, startFromSnapshot, type SnapshotKey } from './warm.js';
 import { mountInGuest } from './volumes/hotplug.js';
@@ -19,21 +21,27 @@ export interface RunOptions {
   coldBoot?: boolean;
   /** Aborting kills the machine at once (whatever it is doing) and the run fails with InterruptedError. */
   signal?: AbortSignal;
+  /** Secrets for this run beyond the spec's own declarations (names; values are read from the host now). */
+  secrets?: SecretDecl;
 }
 
 export async function runEphemeral(svc: MachineService, spec: Smolfile, req: ExecRequest, io: ExecIo, o: RunOptions = {}): Promise<ExecResult> {
   // a taken host port fails here, before anything is made
   await checkPortsFree(spec.ports ?? [], o.name);
+  // a missing secret fails here too; values are delivered after boot (and after any boot snapshot is saved)
+  const secrets = resolveSecrets(mergeSecrets(spec.secrets, o.secrets));
   const rec = await svc.create(spec, { ephemeral: true, name: o.name, onProgress: o.onProgress });
-  return runCreated(svc, rec, req, io, o);
+  return runCreated(svc, rec, req, io, { ...o, resolved: secrets });
 }
 
 /**
  * Boot a created throwaway machine, run one command, then remove it (or, with `keep`, leave it stopped:
  * `smol run -d --no-rm`). A `smol machine stop` or `rm` of the machine meanwhile ends the command.
  */
-export async function runCreated(svc: MachineService, rec: MachineRecord, req: ExecRequest, io: ExecIo, o: RunOptions & { keep?: boolean } = {}): Promise<ExecResult> {
+export async function runCreated(svc: MachineService, rec: MachineRecord, req: ExecRequest, io: ExecIo, o: RunOptions & { keep?: boolean; resolved?: ResolvedSecrets } = {}): Promise<ExecResult> {
   const spec = rec.spec;
+  // `run -d`'s supervisor reads them here, from the environment it inherited from the CLI
+  const secrets = o.resolved ?? resolveSecrets(mergeSecrets(spec.secrets, o.secrets));
   const kill = () => {
     const pid = svc.store.find(rec.id)?.pid;
     if (pid) try { process.kill(pid, 'SIGKILL'); } catch { /* gone already */ }
@@ -43,7 +51,8 @@ export async function runCreated(svc: MachineService, rec: MachineRecord, req: E
     const { ch, release } = await bootForRun(svc, rec, o).catch((err: unknown) => { throw o.signal?.aborted ? interrupted(o.signal) : err; });
     const gpu = spec.gpu ? await attachGpu(ch, { home: svc.home }).catch(async (err) => { ch.close(); release(); throw err; }) : undefined;
     try {
-      return await execOnChannel(ch, { cwd: spec.workdir, ...req, env: { ...spec.env, ...gpu?.env, ...(req.env ?? {}) } }, io);
+      await deliverSecrets(ch, secrets, svc.store, rec);
+      return await execOnChannel(ch, { cwd: spec.workdir, ...req, env: { ...spec.env, ...gpu?.env, ...(req.env ?? {}), ...secrets.env } }, io);
     } finally {
       ch.close();
       release();

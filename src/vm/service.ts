@@ -65,7 +65,10 @@ export class MachineService {
     refuseForkableVolumes(spec, spec.fork.enabled);
     const id = newMachineId();
     const name = o.name ?? `${o.ephemeral ? 'run' : 'vm'}-${id.slice(0, 6)}`;
-    const rec = this.store.insert({ id, name, state: 'creating', ephemeral: !!o.ephemeral, spec, imageId: null, ownerPid: process.pid, parent: o.parent ?? null, generation: 0 });
+    // labels live in their own registry column (ls filters on them), not in the machine's spec
+    const { labels, ...machineSpec } = spec;
+    spec = machineSpec;
+    const rec = this.store.insert({ id, name, state: 'creating', ephemeral: !!o.ephemeral, spec, imageId: null, ownerPid: process.pid, parent: o.parent ?? null, generation: 0, labels });
     const layout = this.layout(rec);
     try {
       fs.mkdirSync(layout.dir, { recursive: true });
@@ -111,6 +114,9 @@ export class MachineService {
           where: rec.name, hint: 'Give /dev/shm more room (e.g. docker run --shm-size=1g, or mount -o remount,size=2G /dev/shm), or start it without --forkable.',
         });
       }
+      // a RAM file left by an earlier forkable boot is stale, and QEMU refuses one of another size (after
+      // `machine update --mem`); a clone of a held fork that maps it keeps its mapping when it is unlinked
+      if (forkable) fs.rmSync(layout.memFile, { force: true });
       // a fork clone never takes its parent's host ports, also when it boots again later (docs/network.md)
       const pid = await this.engine.launch(rec.spec, layout, { diskless: this.isDiskless(rec), forkable, onProgress: o.onProgress, publishPorts: !rec.parent, fsHotplug: o.fsHotplug });
       this.store.update(rec.id, { pid, startedAt: Date.now() });

@@ -22,7 +22,7 @@ import { readQcow2Header } from './image/qcow2.js';
 import type { GuestChannel, Progress } from './engine.js';
 import type { ForkOps, VmIdentity } from './fork/types.js';
 import { AGENT_PORTS } from './layout.js';
-import type { MachineRecord } from './registry/machines.js';
+import { pidAlive, type MachineRecord } from './registry/machines.js';
 import type { MachineService } from './service.js';
 
 /** Bumped whenever what a snapshot holds changes meaning. */
@@ -110,6 +110,42 @@ export function findSnapshot(home: string, k: SnapshotKey): BootSnapshot | null 
   return snap;
 }
 
+/**
+ * A restore in progress marks the snapshot as in use (users/<pid>-<machine>), from before it copies the overlay
+ * until the state is loaded: after that QEMU holds the files it needs open, and removing them harms nothing.
+ * Pruning (here and `smol prune`) skips a snapshot with a live marker, or one looked up in the last minute
+ * (findSnapshot touched it: its restore is about to mark it). Snapshots sit in the assets dir, which several
+ * state homes may share, so the marker lives with the snapshot, not with a machine.
+ */
+const usersDir = (dir: string) => path.join(dir, 'users');
+export const SNAPSHOT_LOOKUP_GRACE_MS = 60_000;
+
+function markInUse(snap: BootSnapshot, rec: MachineRecord): () => void {
+  const f = path.join(usersDir(snap.dir), `${process.pid}-${rec.id}`);
+  try {
+    fs.mkdirSync(usersDir(snap.dir), { recursive: true });
+    fs.writeFileSync(f, '');
+  } catch {
+    // the snapshot went meanwhile: the restore fails and the run boots cold
+  }
+  return () => fs.rmSync(f, { force: true });
+}
+
+export function snapshotInUse(dir: string, now = Date.now()): boolean {
+  try {
+    if (now - fs.statSync(path.join(dir, 'meta.json')).mtimeMs < SNAPSHOT_LOOKUP_GRACE_MS) return true;
+  } catch {
+    // no meta.json: a broken snapshot, not in use
+  }
+  let users: string[] = [];
+  try {
+    users = fs.readdirSync(usersDir(dir));
+  } catch {
+    return false;
+  }
+  return users.some((u) => pidAlive(Number(u.split('-')[0])));
+}
+
 export function dropSnapshot(snap: BootSnapshot): void {
   fs.rmSync(snap.dir, { recursive: true, force: true });
 }
@@ -168,6 +204,7 @@ export async function startFromSnapshot(svc: MachineService, rec: MachineRecord,
   const ops: ForkOps = svc.engine.fork!;
   const layout = svc.layout(rec);
   const unlock = svc.store.lock(rec.id, 'start', rec.name);
+  const unmark = markInUse(snap, rec);
   try {
     svc.store.update(rec.id, { state: 'starting', lastError: null });
     fs.mkdirSync(layout.runDir, { recursive: true });
@@ -206,6 +243,7 @@ export async function startFromSnapshot(svc: MachineService, rec: MachineRecord,
     svc.store.update(rec.id, { state: 'stopped', pid: null, booted: false, lastError: (err as Error).message });
     throw err;
   } finally {
+    unmark();
     unlock();
   }
 }
@@ -242,5 +280,5 @@ function prune(root: string, keep: number): void {
       return { n, t: 0 };
     }
   }).sort((a, b) => b.t - a.t);
-  for (const e of entries.slice(keep)) fs.rmSync(path.join(root, e.n), { recursive: true, force: true });
+  for (const e of entries.slice(keep)) if (!snapshotInUse(path.join(root, e.n))) fs.rmSync(path.join(root, e.n), { recursive: true, force: true });
 }

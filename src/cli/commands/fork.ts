@@ -4,6 +4,7 @@ import { ForkError } from '../../errors/index.js';
 import { forkMachine, parseEnvFlags } from '../../vm/fork/index.js';
 import { machineService, progress } from '../context.js';
 import { durationSchema, parseFlags } from '../machine-options.js';
+import { parseLabelFlags } from '../../smolfile/labels.js';
 import { formatDuration, printJson, printTable } from '../output.js';
 
 const collect = (v: string, prev: string[] = []) => [...prev, v];
@@ -16,6 +17,7 @@ const forkSchema = z.object({
   readyTimeout: durationSchema.optional(),
   hold: z.boolean().optional(),
   json: z.boolean().optional(),
+  label: z.array(z.string()).optional(),
 });
 
 export function register(program: Command): void {
@@ -29,6 +31,7 @@ export function register(program: Command): void {
     .option('--ready-timeout <duration>', 'how long --wait-ready waits (default 5m)')
     .option('--hold', 'leave the parent paused after the fork (shorter pause, no memory copy)')
     .option('--json', 'print the result as JSON')
+    .option('--label <K=V>', 'label the clones, over the labels they inherit from the parent (repeatable)', collect)
     .addHelpText('after', `
 Examples:
   $ smol machine start web --forkable && smol fork web          # one clone, named web-1
@@ -42,7 +45,7 @@ Examples:
       try {
         const r = await forkMachine(machineService(), name, {
           count: o.count, namePrefix: o.namePrefix, env: parseEnvFlags(o.env), waitReady: o.waitReady, readyTimeoutMs: o.readyTimeout,
-          hold: o.hold, onProgress: (m) => p.update(m),
+          hold: o.hold, labels: parseLabelFlags(o.label), onProgress: (m) => p.update(m),
         });
         p.done();
         const failed = r.clones.filter((c) => !c.ok);

@@ -9,6 +9,7 @@ import type { GuestChannel, Progress } from '../engine.js';
 import { AGENT_PORTS } from '../layout.js';
 import { ForkPointStore, type ForkPointRecord } from '../registry/fork-points.js';
 import { newMachineId, type MachineRecord } from '../registry/machines.js';
+import { refuseSecretRam } from '../secrets.js';
 import type { MachineService } from '../service.js';
 import { claimForkDir } from './abandoned.js';
 import { forkDir, forkMemFile, forkOwnerFile, removeUnrecordedFork } from './cleanup.js';
@@ -31,6 +32,8 @@ export interface ForkOptions {
   hold?: boolean;
   restoreTimeoutMs?: number;
   onProgress?: Progress;
+  /** Over the parent's labels, which clones inherit. */
+  labels?: Record<string, string>;
 }
 
 export interface ForkResult {
@@ -59,6 +62,7 @@ export async function forkMachine(svc: MachineService, nameOrId: string, o: Fork
   if (parent.state !== 'running') {
     throw new ForkError(`fork failed: machine "${parent.name}" is not running (state: ${parent.state})`, { where: parent.name, hint: `Start it forkable first: smol machine start ${parent.name} --forkable` }, ExitCode.conflict);
   }
+  refuseSecretRam(parent, 'fork');
   const names = cloneNames(parent.name, o.count ?? 1, new Set(svc.store.list().map((r) => r.name)), o.namePrefix);
   const unlock = svc.store.lock(parent.id, 'fork', parent.name);
   const clones: { rec: MachineRecord; unlock: () => void }[] = [];
@@ -93,6 +97,7 @@ export async function forkMachine(svc: MachineService, nameOrId: string, o: Fork
       const rec = svc.store.insert({
         id: spare && c === ids[0] ? spare.id : newMachineId(), name: c.name, state: 'creating', ephemeral: false, imageId: parent.imageId, ownerPid: process.pid,
         spec: { ...parent.spec, env: { ...parent.spec.env, ...c.env } }, parent: parent.id, generation: parent.generation + 1,
+        labels: { ...parent.labels, ...o.labels },
       });
       clones.push({ rec, unlock: svc.store.lock(rec.id, 'fork', rec.name) });
     }

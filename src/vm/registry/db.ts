@@ -41,6 +41,11 @@ const migrations: string[] = [
      vm TEXT NOT NULL,
      created_at INTEGER NOT NULL
    );`,
+  // labels (docs/labels.md): a JSON object of strings, filtered in `machine ls --filter label=…`;
+  // secrets_at: when the running machine last received a secret (never the value: docs/secrets.md), so a
+  // fork or a memory pack of a machine whose RAM may hold one is refused until it restarts
+  `ALTER TABLE machines ADD COLUMN labels TEXT NOT NULL DEFAULT '{}';
+   ALTER TABLE machines ADD COLUMN secrets_at INTEGER;`,
 ];
 
 export type Db = Database.Database;

@@ -29,12 +29,21 @@ export interface MachineRecord {
   diskFile: string | null;
   /** For a clone: the fork point it was made from (its memory template and device state). */
   forkPoint: string | null;
+  /** User labels (`--label K=V`, Smolfile `labels:`). */
+  labels: Record<string, string>;
+  /** When the machine last received a secret (run/exec --secret-*); its RAM may hold one until it stops. */
+  secretsAt: number | null;
 }
+
+/** A running machine whose RAM may hold a secret: it received one since it started. */
+export const holdsSecrets = (r: Pick<MachineRecord, 'secretsAt' | 'startedAt'>): boolean =>
+  r.secretsAt !== null && r.startedAt !== null && r.secretsAt >= r.startedAt;
 
 interface Row {
   id: string; name: string; state: MachineState; ephemeral: number; spec: string; image_id: string | null;
   pid: number | null; owner_pid: number | null; parent: string | null; generation: number; booted: number;
   created_at: number; started_at: number | null; last_error: string | null; disk_file: string | null; fork_point: string | null;
+  labels: string | null; secrets_at: number | null;
 }
 
 const fromRow = (r: Row): MachineRecord => ({
@@ -42,6 +51,7 @@ const fromRow = (r: Row): MachineRecord => ({
   imageId: r.image_id, pid: r.pid, ownerPid: r.owner_pid, parent: r.parent, generation: r.generation,
   booted: !!r.booted, createdAt: r.created_at, startedAt: r.started_at, lastError: r.last_error,
   diskFile: r.disk_file ?? null, forkPoint: r.fork_point ?? null,
+  labels: r.labels ? JSON.parse(r.labels) as Record<string, string> : {}, secretsAt: r.secrets_at ?? null,
 });
 
 const NAME_RE = /^[a-zA-Z0-9][a-zA-Z0-9_.-]{0,62}$/;
@@ -75,13 +85,13 @@ export function pidAlive(pid: number | null | undefined): boolean {
 export class MachineStore {
   constructor(readonly db: Db) {}
 
-  insert(rec: Omit<MachineRecord, 'createdAt' | 'startedAt' | 'lastError' | 'pid' | 'booted' | 'diskFile' | 'forkPoint'> & { forkPoint?: string | null }): MachineRecord {
+  insert(rec: Omit<MachineRecord, 'createdAt' | 'startedAt' | 'lastError' | 'pid' | 'booted' | 'diskFile' | 'forkPoint' | 'labels' | 'secretsAt'> & { forkPoint?: string | null; labels?: Record<string, string> }): MachineRecord {
     validateName(rec.name);
     const now = Date.now();
     try {
-      this.db.prepare(`INSERT INTO machines (id, name, state, ephemeral, spec, image_id, owner_pid, parent, generation, created_at, fork_point)
-        VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`).run(rec.id, rec.name, rec.state, rec.ephemeral ? 1 : 0, JSON.stringify(rec.spec),
-        rec.imageId, rec.ownerPid, rec.parent, rec.generation, now, rec.forkPoint ?? null);
+      this.db.prepare(`INSERT INTO machines (id, name, state, ephemeral, spec, image_id, owner_pid, parent, generation, created_at, fork_point, labels)
+        VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`).run(rec.id, rec.name, rec.state, rec.ephemeral ? 1 : 0, JSON.stringify(rec.spec),
+        rec.imageId, rec.ownerPid, rec.parent, rec.generation, now, rec.forkPoint ?? null, JSON.stringify(rec.labels ?? {}));
     } catch (err) {
       if ((err as { code?: string }).code === 'SQLITE_CONSTRAINT_UNIQUE' || (err as { code?: string }).code === 'SQLITE_CONSTRAINT_PRIMARYKEY') {
         throw new ConflictError(`a machine named "${rec.name}" already exists`, { hint: `Pick another name, or remove it first: smol machine rm ${rec.name}` });
@@ -106,10 +116,11 @@ export class MachineStore {
     return (this.db.prepare('SELECT * FROM machines ORDER BY created_at, name').all() as Row[]).map(fromRow);
   }
 
-  update(id: string, fields: Partial<Pick<MachineRecord, 'state' | 'pid' | 'ownerPid' | 'booted' | 'startedAt' | 'lastError' | 'imageId' | 'diskFile' | 'forkPoint'>>): void {
+  update(id: string, fields: Partial<Pick<MachineRecord, 'state' | 'pid' | 'ownerPid' | 'booted' | 'startedAt' | 'lastError' | 'imageId' | 'diskFile' | 'forkPoint' | 'spec' | 'labels' | 'secretsAt'>>): void {
     const cols: Record<string, unknown> = {
       state: fields.state, pid: fields.pid, owner_pid: fields.ownerPid, booted: fields.booted === undefined ? undefined : fields.booted ? 1 : 0,
       started_at: fields.startedAt, last_error: fields.lastError, image_id: fields.imageId, disk_file: fields.diskFile, fork_point: fields.forkPoint,
+      spec: fields.spec && JSON.stringify(fields.spec), labels: fields.labels && JSON.stringify(fields.labels), secrets_at: fields.secretsAt,
     };
     const set = Object.entries(cols).filter(([, v]) => v !== undefined);
     if (!set.length) return;

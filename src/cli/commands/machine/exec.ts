@@ -5,7 +5,7 @@ import { execInMachine, exitCodeOf } from '../../../vm/exec.js';
 import { machineService } from '../../context.js';
 import { terminalIo } from '../../exec-io.js';
 import { LinePrefixer } from '../../line-prefix.js';
-import { addTerminalOptions, envFromList, envListSchema, parseFlags, terminalFlags } from '../../machine-options.js';
+import { addSecretOptions, addTerminalOptions, envFromList, envListSchema, parseFlags, secretsFromFlags, terminalFlags } from '../../machine-options.js';
 import { printJson } from '../../output.js';
 
 const execSchema = z.object({
@@ -27,7 +27,7 @@ Examples:
 `;
 
 export function register(parent: Command): void {
-  addTerminalOptions(parent.command('exec')
+  addSecretOptions(addTerminalOptions(parent.command('exec')
     .description('run a command in a running machine; its exit code becomes smol\'s')
     .argument('<name>', 'machine name')
     .argument('<command...>', 'command and arguments (after --)')
@@ -36,15 +36,16 @@ export function register(parent: Command): void {
     .option('-d, --detach', 'start the command in the background in the guest and print its pid')
     .option('--stream', 'line-buffered output, each line prefixed with [NAME] (for CI logs)')
     .option('--json', 'with -d: print {"pid", "log"} as JSON')
-    .addHelpText('after', examples)
+    .addHelpText('after', examples))
     .action(async (name: string, command: string[], opts: unknown) => {
       const o = parseFlags(execSchema, opts);
+      const secrets = secretsFromFlags(opts);
       const env = envFromList(o.env) ?? {};
       const conflict = o.tty ? '--tty' : o.interactive ? '--interactive' : o.timeout !== undefined ? '--timeout' : null;
       if (o.detach) {
         if (conflict || o.stream) throw new UserError(`${conflict ?? '--stream'} cannot be used with -d`, { where: conflict ?? '--stream', hint: 'A background command has no terminal, stdin or output here: read its log with smol machine exec NAME -- cat /run/smol/exec/PID.log' });
         const { execDetached } = await import('../../../vm/exec-detached.js');
-        const r = await execDetached(machineService(), name, { argv: command, env, cwd: o.workdir });
+        const r = await execDetached(machineService(), name, { argv: command, env, cwd: o.workdir }, { secrets });
         if (o.json) printJson(r);
         else process.stdout.write(`${r.pid}\n`);
         return;
@@ -56,7 +57,7 @@ export function register(parent: Command): void {
       try {
         const res = await execInMachine(machineService(), name, {
           argv: command, env, cwd: o.workdir, tty: term.tty, rows: process.stdout.rows, cols: process.stdout.columns,
-        }, { ...term.io, stdout: out, stderr: err });
+        }, { ...term.io, stdout: out, stderr: err }, { secrets });
         process.exitCode = exitCodeOf(res);
       } finally {
         if (out instanceof LinePrefixer) out.flush();

@@ -9,10 +9,12 @@ import { register as rm } from './rm.js';
 import { register as logs } from './logs.js';
 import { register as cp } from './cp.js';
 import { register as shell } from './shell.js';
+import { register as update } from './update.js';
+import { register as prune } from './prune.js';
 
 /** Registers `smol machine …` subcommands; one file per subcommand in this folder. */
 export function registerMachineCommands(program: Command): void {
   const machine = program.command('machine').alias('m').description('persistent machines: create, start, exec, stop, rm');
-  for (const r of [create, start, stop, exec, ls, status, rm, logs, cp]) r(machine);
+  for (const r of [create, start, stop, exec, ls, status, rm, logs, cp, update, prune]) r(machine);
   shell(machine);
 }

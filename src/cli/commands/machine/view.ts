@@ -17,6 +17,9 @@ export function machineView(svc: MachineService, r: MachineRecord) {
     volumes: r.spec.volumes ?? [],
     // `smol run -d`: the command, its state and (once it exited) its exit code
     detached: r.ephemeral ? readDetached(svc, r) : null,
+    labels: r.labels,
+    // names only: values are never stored (docs/secrets.md)
+    secrets: { env: r.spec.secrets?.env ?? [], files: Object.keys(r.spec.secrets?.files ?? {}) },
     // shared vs own: a clone's RSS counts the fork template it shares, its PSS divides it among the family
     usage: { memory: r.state === 'running' ? memoryUsage(r.pid) : null, disk: diskUsage(layout.disk) },
   };

@@ -6,6 +6,7 @@ import { register as registerKeygen } from './keygen.js';
 import { register as registerPush } from './push.js';
 import { register as registerPull } from './pull.js';
 import { register as registerRun } from './run.js';
+import { register as registerPrune } from './prune.js';
 
 /** Registers `smol pack …` subcommands; one file per subcommand in this folder. */
 export function registerPackCommands(program: Command): void {
@@ -17,4 +18,5 @@ export function registerPackCommands(program: Command): void {
   registerPush(pack);
   registerPull(pack);
   registerRun(pack);
+  registerPrune(pack);
 }

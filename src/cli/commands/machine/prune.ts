@@ -1,0 +1,15 @@
+import type { Command } from 'commander';
+import { pruneAll, pruneMachines } from '../../../vm/prune/index.js';
+import { machineService } from '../../context.js';
+import { printPrune } from '../../prune-output.js';
+
+export function register(parent: Command): void {
+  parent.command('prune')
+    .description('remove leftovers of throwaway machines whose smol run died, and directories no machine owns')
+    .option('--dry-run', 'list what would be removed, remove nothing')
+    .option('--json', 'print the result as JSON')
+    .action(async (opts: { dryRun?: boolean; json?: boolean }) => {
+      const svc = machineService();
+      printPrune(await pruneAll([(o) => pruneMachines(svc, o)], { dryRun: opts.dryRun }), opts.json);
+    });
+}
