@@ -12,10 +12,13 @@ import type { SecretDecl } from '../smolfile/secrets.js';
 
 export const DETACHED_LOG_DIR = '/run/smol/exec';
 
-// the temp name becomes PID.log once $! is known; the process writes to the same inode throughout
+// the temp name becomes PID.log once $! is known. The shell opens it before forking: a child that opened
+// it by name itself could do so after the rename, and write to a new file nobody reads
 const SCRIPT = `d=${DETACHED_LOG_DIR}; mkdir -p "$d" && t=$(mktemp "$d/.start.XXXXXX") || exit 70
 command -v "$1" >/dev/null 2>&1 || { rm -f "$t"; echo "$1: command not found in the guest" >&2; exit 127; }
-"$@" </dev/null >"$t" 2>&1 & p=$!
+exec 3>"$t"
+"$@" </dev/null >&3 2>&3 3>&- & p=$!
+exec 3>&-
 mv "$t" "$d/$p.log" && echo "$p"`;
 
 export interface DetachedExec { pid: number; log: string }

@@ -116,7 +116,9 @@ describe('machine shell, exec -d and --stream', () => {
     expect(r.code, r.stderr).toBe(0);
     const { pid, log } = json(r.stdout) as { pid: number; log: string };
     expect(log).toBe(`/run/smol/exec/${pid}.log`);
-    const check = await smol(['machine', 'exec', 'box', '--', 'sh', '-c', `kill -0 ${pid} && cat ${log} && cat /proc/${pid}/comm`], { home });
+    // it runs on its own: wait (in the guest) until it has reached its sleep
+    const check = await smol(['machine', 'exec', 'box', '--', 'sh', '-c',
+      `i=0; while [ "$(cat /proc/${pid}/comm)" != sleep ] && [ $i -lt 100 ]; do sleep 0.1; i=$((i+1)); done; kill -0 ${pid} && cat ${log} && cat /proc/${pid}/comm`], { home });
     expect(check.stdout).toBe('started\nsleep\n');
     const missing = await smol(['machine', 'exec', '-d', 'box', '--', 'no-such-program'], { home });
     expect(missing.code).toBe(66);
