@@ -13,3 +13,5 @@ export { startGpuDaemon, queryGpuDaemon } from './cuda/daemon/index.js';
 export { forkMachine } from './vm/fork/index.js';
 export * from './ledger/index.js';
 export * from './rollout/index.js';
+export { pullImage, listImages, removeImage, pruneImages, type ImagePullResult, type ImageEntry, type PruneResult } from './vm/image/index.js';
+export { parseImageReference, parseWwwAuthenticate, RegistryClient, loginRegistry, logoutRegistry, type ImageReference } from './registry/index.js';

@@ -21,6 +21,8 @@ const loaders: Record<string, () => Promise<Register>> = {
   rollout: async () => (await import('./commands/rollout/index.js')).registerRolloutCommands,
   ledger: async () => (await import('./commands/ledger/index.js')).registerLedgerCommands,
   pack: async () => (await import('./commands/pack/index.js')).registerPackCommands,
+  image: async () => (await import('./commands/image/index.js')).registerImageCommands,
+  registry: async () => (await import('./commands/registry/index.js')).registerRegistryCommands,
 };
 const aliases: Record<string, string> = { m: 'machine' };
 
