@@ -30,6 +30,8 @@ export function parseWwwAuthenticate(header: string): Challenge[] {
     if (!scheme) break;
     const ch: Challenge = { scheme: scheme.toLowerCase(), params: {} };
     out.push(ch);
+    const t68 = /^\s+[A-Za-z0-9._~+/-]+=*\s*(?=,|$)/.exec(s.slice(i)); // `Basic abc==`: a token68, not parameters
+    if (t68) { i += t68[0].length; continue; }
     for (;;) {
       while (i < s.length && /[\s]/.test(s[i])) i++;
       const save = i;

@@ -124,19 +124,19 @@ export async function removeImage(refOrId: string, o: ImageScope & { force?: boo
     await rm(base.dir, { recursive: true, force: true });
     result.removed.push(id);
   }
-  const r2 = await collectBlobs(assets, remaining, false);
+  const r2 = await collectBlobs(assets, remaining, false, new Set(dropRefs.flatMap(blobsOf).map((d) => d.slice(7))));
   result.bytes += r2.bytes;
   result.removed.push(...r2.removed);
   return result;
 }
 
-/** Deletes blobs no remaining reference needs. */
-async function collectBlobs(assets: string, keep: RefRecord[], dryRun: boolean): Promise<RemoveResult & { sizes: number[] }> {
+/** Deletes blobs no remaining reference needs (of `only`, when given). */
+async function collectBlobs(assets: string, keep: RefRecord[], dryRun: boolean, only?: Set<string>): Promise<RemoveResult & { sizes: number[] }> {
   const needed = new Set(keep.flatMap(blobsOf).map((d) => d.slice(7)));
   const dir = storePaths(assets).blobs;
   const out = { removed: [] as string[], bytes: 0, sizes: [] as number[] };
   for (const name of await readdir(dir).catch(() => [] as string[])) {
-    if (name.startsWith('.') || needed.has(name)) continue;
+    if (name.startsWith('.') || needed.has(name) || (only && !only.has(name))) continue;
     const n = await diskBytes(path.join(dir, name));
     out.bytes += n;
     out.sizes.push(n);
