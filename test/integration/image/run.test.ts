@@ -1,9 +1,10 @@
 /** A pulled image boots: `smol run --image REGISTRY/REPO:TAG` and a Smolfile `image:` reference (real QEMU). */
 import fs from 'node:fs';
+import { mkdir, symlink, writeFile } from 'node:fs/promises';
 import path from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { layers } from '../../fixtures/images/make-image-tarballs.js';
-import { filesLayer, pushImage } from '../../helpers/oci-push.js';
+import { pushImage } from '../../helpers/oci-push.js';
 import { hasRegistry, startRegistry, type TestRegistry } from '../../helpers/registry.js';
 import { killQemuMentioning, scratchHome, smol } from '../../helpers/cli.js';
 
@@ -17,7 +18,11 @@ describe.skipIf(!hasRegistry())(`smol run --image REF from a loopback registry${
     home = scratchHome('image-run');
     reg = await startRegistry();
     ref = `${reg.host}/smol/boot:v1`;
-    await pushImage(reg.host, 'smol/boot', 'v1', [...layers(true), filesLayer({ somefile: 'pulled over the distribution API\n' })], { format: 'oci', compression: ['gzip', 'zstd', 'none', 'gzip'] });
+    await pushImage(reg.host, 'smol/boot', 'v1', [...layers(true), async (d) => {
+      await writeFile(path.join(d, 'somefile'), 'pulled over the distribution API\n');
+      await mkdir(path.join(d, 'bin'));
+      await symlink('busybox', path.join(d, 'bin/cat')); // the fixture has /bin/busybox and /bin/sh only
+    }], { format: 'oci', compression: ['gzip', 'zstd', 'none', 'gzip'] });
   });
   afterAll(async () => {
     if (ref) await smol(['image', 'rm', ref], { home });
