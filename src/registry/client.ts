@@ -4,11 +4,8 @@
  * against their digest before they count as present, and chunked uploads for push.
  */
 import { createHash, randomBytes } from 'node:crypto';
-import { createWriteStream } from 'node:fs';
-import { readdir, rename, rm } from 'node:fs/promises';
+import { open, readdir, rename, rm } from 'node:fs/promises';
 import path from 'node:path';
-import { Readable, Transform } from 'node:stream';
-import { pipeline } from 'node:stream/promises';
 import { ArtifactError, ExitCode, NotFoundError, SmolError, mapFsError } from '../errors/index.js';
 import { findCredentials, parseWwwAuthenticate, type Challenge, type Credentials } from './auth.js';
 import { registryBaseUrl } from './reference.js';
@@ -161,17 +158,20 @@ export class RegistryClient {
     const tmp = tempName(target);
     const h = createHash('sha256');
     let got = 0;
-    const tap = new Transform({
-      transform(chunk: Buffer, _enc, cb) {
-        got += chunk.length;
-        if (size !== undefined && got > size) return cb(new ArtifactError(`${o.what} failed: blob ${digest} is larger than the ${size} bytes its manifest declares`, { where: digest }));
-        h.update(chunk);
-        o.onBytes?.(chunk.length);
-        cb(null, chunk);
-      },
-    });
     try {
-      await pipeline(Readable.fromWeb(res.body as import('node:stream/web').ReadableStream), tap, createWriteStream(tmp, { flags: 'wx', mode: 0o644, highWaterMark: 1 << 20 }));
+      // a plain loop over the web stream: Readable.fromWeb + pipeline measured 3-4x slower here (bench:image)
+      const fh = await open(tmp, 'wx', 0o644);
+      try {
+        for await (const chunk of res.body as unknown as AsyncIterable<Uint8Array>) {
+          got += chunk.length;
+          if (size !== undefined && got > size) throw new ArtifactError(`${o.what} failed: blob ${digest} is larger than the ${size} bytes its manifest declares; it was deleted`, { where: digest });
+          h.update(chunk);
+          await fh.write(chunk);
+          o.onBytes?.(chunk.length);
+        }
+      } finally {
+        await fh.close();
+      }
       const actual = `sha256:${h.digest('hex')}`;
       if (actual !== digest || (size !== undefined && got !== size)) {
         throw new ArtifactError(`${o.what} failed: blob ${digest} arrived as ${actual} (${got} bytes${size !== undefined ? `, ${size} declared` : ''}); it was deleted`, { where: digest, hint: 'The registry served corrupt or substituted content; nothing was cached.' });

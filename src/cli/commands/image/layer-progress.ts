@@ -1,6 +1,6 @@
 /** One ora line per layer on an interactive stderr; nothing otherwise (or with --json). */
 import type { Ora } from 'ora';
-import type { LayerEvent } from '../../../vm/image/index.js';
+import type { LayerEvent } from '../../../vm/image/pull.js';
 import { formatBytes } from '../../output.js';
 
 export interface LayerProgress { onLayer?: (e: LayerEvent) => void; stop(): void }

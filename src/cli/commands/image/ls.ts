@@ -1,5 +1,5 @@
 import type { Command } from 'commander';
-import { listImages } from '../../../vm/image/index.js';
+import { listImages } from '../../../vm/image/manage.js';
 import { formatBytes, printJson, printTable } from '../../output.js';
 
 export function register(parent: Command): void {

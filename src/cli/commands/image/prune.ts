@@ -1,5 +1,5 @@
 import type { Command } from 'commander';
-import { pruneImages } from '../../../vm/image/index.js';
+import { pruneImages } from '../../../vm/image/manage.js';
 import { formatBytes, printJson } from '../../output.js';
 
 export function register(parent: Command): void {

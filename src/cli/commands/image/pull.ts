@@ -1,6 +1,6 @@
 import type { Command } from 'commander';
 import { z } from 'zod';
-import { pullImage } from '../../../vm/image/index.js';
+import { pullImage } from '../../../vm/image/pull.js';
 import { assetsHome } from '../../../util/paths.js';
 import { formatBytes, printJson } from '../../output.js';
 import { layerProgress } from './layer-progress.js';

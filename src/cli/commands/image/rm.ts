@@ -1,5 +1,5 @@
 import type { Command } from 'commander';
-import { removeImage } from '../../../vm/image/index.js';
+import { removeImage } from '../../../vm/image/manage.js';
 import { formatBytes, printJson } from '../../output.js';
 
 export function register(parent: Command): void {
