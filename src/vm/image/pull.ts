@@ -122,6 +122,10 @@ export async function pullImage(refText: string, assets: string, o: PullOptions 
       if (l.urls?.length) throw new UserError(`${what}: layer ${l.digest} is a foreign layer (served from ${l.urls[0]}), which smol does not fetch`, { where: refText });
     }
     if (!(await hasBlob(assets, m.config.digest))) await fetchBlob(m.config.digest, m.config.size);
+    const arch = await configPlatform(assets, m.config.digest);
+    if (arch && arch !== hostPlatform()) {
+      throw new NotFoundError(`${refText} is a ${arch} image; this host runs ${hostPlatform()} guests`, { where: refText, hint: `Pull a tag (or a multi-platform index) that has a ${hostPlatform()} image.` });
+    }
     for (const [i, l] of m.layers.entries()) {
       const ev = { index: i, count: m.layers.length, digest: l.digest, size: l.size };
       if (await hasBlob(assets, l.digest)) {
@@ -187,6 +191,14 @@ async function readConfig(assets: string, rec: RefRecord) {
   let json: unknown;
   try { json = JSON.parse(text); } catch { throw new ArtifactError(`${rec.ref}: image config ${rec.config.digest} is not JSON`, { where: rec.ref }); }
   return runConfigOf(json, `${rec.ref} config`);
+}
+
+/** `os/architecture` from the image config, when it says. */
+async function configPlatform(assets: string, digest: string): Promise<string | null> {
+  let c: { os?: unknown; architecture?: unknown };
+  try { c = JSON.parse(await readFile(blobPath(assets, digest), 'utf8')) as typeof c; } catch { return null; } // readConfig names a non-JSON config
+  if (!c || typeof c !== 'object') return null;
+  return typeof c.architecture === 'string' && c.architecture ? `${typeof c.os === 'string' && c.os ? c.os : 'linux'}/${c.architecture}` : null;
 }
 
 const ZSTD_MAGIC = Buffer.from([0x28, 0xb5, 0x2f, 0xfd]);

@@ -72,6 +72,10 @@ describe.skipIf(!hasRegistry())(`image pull from a real OCI registry${why}`, () 
     const err = await pullImage(`${reg.host}/smol/multi:armonly`, assets, { env }).catch((e: unknown) => e) as { exitCode: number; message: string };
     expect(err.exitCode).toBe(66);
     expect(err.message).toMatch(/has no linux\/amd64 image \(it has: linux\/arm64\)/);
+    const single = await pullImage(`${reg.host}/smol/multi:arm64`, assets, { env }).catch((e: unknown) => e) as { exitCode: number; message: string };
+    expect(single.exitCode).toBe(66);
+    expect(single.message).toContain('is a linux/arm64 image; this host runs linux/amd64 guests');
+    expect(await readRef(assets, `${reg.host}/smol/multi:arm64`)).toBeNull();
   });
 
   it('applies zstd and uncompressed OCI layers', async () => {
