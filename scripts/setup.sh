@@ -2,7 +2,7 @@
 # Installs everything smol needs on a Debian machine, idempotently and fast when already done:
 # Debian packages (as root), npm dependencies, the TypeScript build and native parts (agent, shims),
 # then the guest kernel and default image via `smol setup`.
-#   --test   also install what the test suite needs (PostgreSQL server, OCI registry)
+#   --test   also install what the test suite needs (PostgreSQL server, OCI registry, htpasswd and openssl for its auth tests, GNU time for bench:image)
 set -euo pipefail
 cd "$(dirname "$0")/.."
 want_test=0
@@ -13,7 +13,7 @@ for a in "$@"; do case "$a" in --test) want_test=1 ;; esac; done
 # forwarders of --net/--allow machines (docs/network.md)
 pkgs=(qemu-system-x86 qemu-system-common qemu-utils busybox-static e2fsprogs kmod cpio zstd lz4 gcc make libc6-dev
       iproute2 nftables dnsmasq-base tcpdump socat)
-[ "$want_test" = 1 ] && pkgs+=(postgresql docker-registry)
+[ "$want_test" = 1 ] && pkgs+=(postgresql docker-registry apache2-utils openssl time)
 
 missing=()
 for p in "${pkgs[@]}"; do

@@ -17,3 +17,5 @@ export { updateMachine, type SpecPatch, type LabelPatch } from './vm/update.js';
 export { pruners, pruneAll, pruneMachines, pruneBootSnapshots, pruneArtifacts, type PruneResult, type Pruner } from './vm/prune/index.js';
 export { parseLabelFlags, parseFilters, matchesLabels } from './smolfile/labels.js';
 export { resolveSecrets } from './vm/secrets.js';
+export { pullImage, listImages, removeImage, pruneImages, type ImagePullResult, type ImageEntry, type PruneResult as ImagePruneResult } from './vm/image/index.js';
+export { parseImageReference, parseWwwAuthenticate, RegistryClient, loginRegistry, logoutRegistry, type ImageReference } from './registry/index.js';

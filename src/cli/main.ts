@@ -24,6 +24,8 @@ const loaders: Record<string, () => Promise<Register>> = {
   completion: async () => (await import('./commands/completion.js')).register,
   smolfile: async () => (await import('./commands/smolfile/index.js')).registerSmolfileCommands,
   prune: async () => (await import('./commands/prune.js')).register,
+  image: async () => (await import('./commands/image/index.js')).registerImageCommands,
+  registry: async () => (await import('./commands/registry/index.js')).registerRegistryCommands,
 };
 const aliases: Record<string, string> = { m: 'machine' };
 

@@ -14,7 +14,7 @@ export const hasRegistry = (): boolean => existsSync(REGISTRY_BIN);
 
 export interface TestRegistry { host: string; url: string; dir: string; stop(): Promise<void> }
 
-async function freePort(): Promise<number> {
+export async function freePort(): Promise<number> {
   return new Promise((resolve, reject) => {
     const s = net.createServer();
     s.once('error', reject);
@@ -25,8 +25,10 @@ async function freePort(): Promise<number> {
   });
 }
 
-export async function startRegistry(): Promise<TestRegistry> {
-  const dir = await mkdtemp(path.join(os.tmpdir(), 'smol-registry-'));
+export type RegistryAuth = { htpasswd: string } | { token: { realm: string; service: string; issuer: string; certFile: string } };
+
+export async function startRegistry(o: { auth?: RegistryAuth; dir?: string } = {}): Promise<TestRegistry> {
+  const dir = o.dir ?? await mkdtemp(path.join(os.tmpdir(), 'smol-registry-'));
   const port = await freePort();
   const config = path.join(dir, 'config.yml');
   await writeFile(config, [
@@ -40,6 +42,8 @@ export async function startRegistry(): Promise<TestRegistry> {
     '    enabled: true',
     'http:',
     `  addr: 127.0.0.1:${port}`,
+    ...(o.auth && 'htpasswd' in o.auth ? ['auth:', '  htpasswd:', '    realm: smol-test', `    path: ${o.auth.htpasswd}`] : []),
+    ...(o.auth && 'token' in o.auth ? ['auth:', '  token:', `    realm: ${o.auth.token.realm}`, `    service: ${o.auth.token.service}`, `    issuer: ${o.auth.token.issuer}`, `    rootcertbundle: ${o.auth.token.certFile}`] : []),
     '',
   ].join('\n'));
   const { child } = await spawn(REGISTRY_BIN, ['serve', config], { stdio: ['ignore', 'ignore', 'pipe'] });
@@ -53,7 +57,7 @@ export async function startRegistry(): Promise<TestRegistry> {
   };
   const deadline = Date.now() + 15_000;
   for (;;) {
-    const ok = await fetch(`http://${host}/v2/`).then((r) => r.status === 200, () => false);
+    const ok = await fetch(`http://${host}/v2/`).then((r) => r.status === 200 || r.status === 401, () => false);
     if (ok) break;
     if (child.exitCode !== null || Date.now() > deadline) {
       await stop();

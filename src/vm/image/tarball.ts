@@ -96,3 +96,8 @@ function runConfig(c: z.infer<typeof imageConfig>): ImageRunConfig {
 async function exists(p: string): Promise<boolean> {
   return !!(await stat(p).catch(() => null));
 }
+
+/** An image config blob's run settings: the same reading for tarballs and registry pulls. */
+export function runConfigOf(json: unknown, where: string): ImageRunConfig {
+  return runConfig(parse(imageConfig, json, where, 'image config'));
+}

@@ -6,7 +6,9 @@ import type { MachineService } from '../service.js';
 import { pruneArtifacts } from './artifacts.js';
 import { pruneMachines } from './machines.js';
 import { pruneBootSnapshots } from './snapshots.js';
-import type { PruneOptions, PruneResult, Pruner } from './types.js';
+import { result, type PruneOptions, type PruneResult, type Pruner } from './types.js';
+import { pruneImages } from '../image/index.js';
+import { assetsHome } from '../../util/paths.js';
 
 export type { PruneOptions, PruneResult, Pruner, PrunedItem } from './types.js';
 export { pruneArtifacts, pruneBootSnapshots, pruneMachines };
@@ -14,7 +16,11 @@ export { pruneArtifacts, pruneBootSnapshots, pruneMachines };
 export function pruners(svc: MachineService): Pruner[] {
   return [
     (o) => pruneMachines(svc, o),
-    // images: the image service's pruneImages({dryRun}) (issue 18) goes here, after machines, once it exists
+    // after machines: a leftover removed above no longer holds its image
+    async (o) => {
+      const r = await pruneImages({ home: svc.home, assets: assetsHome({ ...process.env, SMOL_HOME: svc.home }), dryRun: o.dryRun });
+      return result('images', r.removed.map((x) => ({ name: `${x.kind} ${x.what}`, bytes: x.bytes })));
+    },
     (o) => pruneBootSnapshots(svc.home, o),
     (o) => pruneArtifacts(svc, o),
   ];

@@ -2,7 +2,7 @@
 export interface PrunedItem { name: string; bytes: number }
 
 export interface PruneResult {
-  /** "machines", "boot-snapshots", "artifacts" (and "images" once the image service has a pruner). */
+  /** "machines", "images", "boot-snapshots" or "artifacts". */
   kind: string;
   removed: PrunedItem[];
   bytes: number;

@@ -110,12 +110,12 @@ describe('smol run: bad input', () => {
     expect(r.stderr).toMatch(/nope/);
   });
 
-  it('keeps a registry reference a reference: the error names it as written, with the registry hint', async () => {
-    const r = await smol(['run', '--image', 'debian:bookworm', '--', 'true'], { home, cwd: home });
+  it('keeps a registry reference a reference: offline, the error names it as written and how to pull it', async () => {
+    const r = await smol(['run', '--image', 'debian:bookworm', '--', 'true'], { home, cwd: home, env: { SMOL_OFFLINE: '1' } });
     expect(r.code).toBe(66);
-    expect(r.stderr).toContain('image "debian:bookworm" not found');
+    expect(r.stderr).toContain('docker.io/library/debian:bookworm is not in the local image cache (offline)');
     expect(r.stderr).not.toContain(path.join(home, 'debian:bookworm'));
-    expect(r.stderr).toMatch(/hint: Registry pulls/);
+    expect(r.stderr).toMatch(/hint: Pull it once with the network: smol image pull debian:bookworm/);
   });
 
   it('explains a missing QEMU', async () => {

@@ -23,11 +23,12 @@ function debugfs(qcow2: string, request: string): string {
 }
 
 describe('resolveImage', () => {
-  it('says clearly when an image does not exist, and suggests docker save for registry names', async () => {
+  it('says clearly when an image does not exist; a registry name offline says how to pull it', async () => {
     await expect(resolveImage(path.join(tmp, 'nope'), home)).rejects.toBeInstanceOf(NotFoundError);
-    const err = await resolveImage('alpine:3.20', home).catch((e: unknown) => e) as NotFoundError;
+    const err = await resolveImage('alpine:3.20', home, { offline: true }).catch((e: unknown) => e) as NotFoundError;
     expect(err).toBeInstanceOf(NotFoundError);
-    expect(err.hint).toMatch(/docker save/);
+    expect(err.message).toContain('docker.io/library/alpine:3.20 is not in the local image cache');
+    expect(err.hint).toMatch(/smol image pull alpine:3.20/);
     writeFileSync(path.join(tmp, 'notes.txt'), 'x');
     await expect(resolveImage(path.join(tmp, 'notes.txt'), home)).rejects.toBeInstanceOf(ValidationError);
   });

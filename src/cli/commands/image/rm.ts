@@ -1,0 +1,16 @@
+import type { Command } from 'commander';
+import { removeImage } from '../../../vm/image/manage.js';
+import { formatBytes, printJson } from '../../output.js';
+
+export function register(parent: Command): void {
+  parent.command('rm')
+    .alias('remove')
+    .description('remove a cached image (a pulled reference or an id from `smol image ls`) and the blobs nothing else needs')
+    .argument('<ref>', 'reference or image id')
+    .option('--json', 'print what was removed as JSON')
+    .action(async (ref: string, opts: { json?: boolean }) => {
+      const r = await removeImage(ref);
+      if (opts.json) return printJson(r);
+      process.stdout.write(`removed ${ref} (${r.removed.length} item${r.removed.length === 1 ? '' : 's'}, ${formatBytes(r.bytes)})\n`);
+    });
+}
