@@ -21,6 +21,7 @@ const loaders: Record<string, () => Promise<Register>> = {
   rollout: async () => (await import('./commands/rollout/index.js')).registerRolloutCommands,
   ledger: async () => (await import('./commands/ledger/index.js')).registerLedgerCommands,
   pack: async () => (await import('./commands/pack/index.js')).registerPackCommands,
+  snapshot: async () => (await import('./commands/snapshot.js')).register,
 };
 const aliases: Record<string, string> = { m: 'machine' };
 

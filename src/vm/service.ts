@@ -109,7 +109,7 @@ export class MachineService {
         });
       }
       // a fork clone never takes its parent's host ports, also when it boots again later (docs/network.md)
-      const pid = await this.engine.launch(rec.spec, layout, { diskless: this.isDiskless(rec), forkable, onProgress: o.onProgress, publishPorts: !rec.parent });
+      const pid = await this.engine.launch(rec.spec, layout, { diskless: this.isDiskless(rec), forkable, onProgress: o.onProgress, publishPorts: !rec.parent && !rec.forkPoint });
       this.store.update(rec.id, { pid, startedAt: Date.now() });
       o.onProgress?.('waiting for the guest agent');
       const release = this.store.lock(`${rec.id}#p0`, 'channel', rec.name);

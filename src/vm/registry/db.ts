@@ -41,6 +41,11 @@ const migrations: string[] = [
      vm TEXT NOT NULL,
      created_at INTEGER NOT NULL
    );`,
+  // saved fork points (docs/fork.md): named, kept without clones, self-contained (own disk layer, the spec and
+  // the agent port the clones connect on), so the machine they came from may change, stop or go
+  `ALTER TABLE fork_points ADD COLUMN name TEXT;
+   ALTER TABLE fork_points ADD COLUMN source TEXT;
+   CREATE UNIQUE INDEX fork_points_name ON fork_points(name) WHERE name IS NOT NULL;`,
 ];
 
 export type Db = Database.Database;
