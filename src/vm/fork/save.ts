@@ -7,7 +7,7 @@
  */
 import fs from 'node:fs';
 import path from 'node:path';
-import { ConflictError, ExitCode, ForkError, PrerequisiteError } from '../../errors/index.js';
+import { ConflictError, ExitCode, ForkError, PrerequisiteError, UserError } from '../../errors/index.js';
 import { mapFsError } from '../../errors/index.js';
 import { run } from '../../util/exec.js';
 import type { Progress } from '../engine.js';
@@ -41,7 +41,11 @@ export interface SaveResult {
 
 /** Point names follow machine names' rules; they share no namespace with machines. */
 export function validatePointName(name: string): void {
-  validateName(name);
+  try {
+    validateName(name);
+  } catch {
+    throw new UserError(`invalid fork point name "${name}"`, { where: name, hint: 'Use 1–63 letters, digits, ".", "_" or "-", starting with a letter or digit.' });
+  }
 }
 
 export async function saveForkPoint(svc: MachineService, nameOrId: string, pointName: string, o: { onProgress?: Progress } = {}): Promise<SaveResult> {
