@@ -17,7 +17,7 @@ import type { Smolfile } from '../smolfile/schema.js';
 import type { ExecHandle, ExecRequest } from '../vm/engine.js';
 import { execOnChannel, type ExecIo, type ExecResult } from '../vm/exec.js';
 import { forkMachine } from '../vm/fork/fork.js';
-import { forkFromPoint } from '../vm/fork/from-point.js';
+import { prepareClone, startPrepared, type PreparedClone } from '../vm/fork/from-point.js';
 import { saveForkPoint } from '../vm/fork/save.js';
 import { ForkPointStore } from '../vm/registry/fork-points.js';
 import { pidAlive } from '../vm/registry/machines.js';
@@ -84,6 +84,12 @@ export class VmStageRunner implements StageRunner {
 
   /** Fork points by what names them (`point:P`, `warm:M`), each resolved (a warm machine's saved) once. */
   private readonly points = new Map<string, Promise<string>>();
+  /**
+   * One clone per point with its QEMU already up, waiting for the next attempt (like a fork's warm spare):
+   * QEMU's start and the overlay (~70 ms under TCG) then happen while the previous attempt runs.
+   */
+  private readonly spares = new Map<string, Promise<PreparedClone | null>>();
+  private closed = false;
 
   /**
    * Removes what dead workers left (their clones with QEMU, a save killed half-way), then checks the worker's
@@ -113,6 +119,36 @@ export class VmStageRunner implements StageRunner {
     return p;
   }
 
+  /** Removes the waiting clones; the worker calls this when it stops. */
+  async close(): Promise<void> {
+    this.closed = true;
+    const spares = [...this.spares.values()];
+    this.spares.clear();
+    for (const s of await Promise.all(spares)) if (s) await this.o.svc.remove(s.id, { force: true }).catch(() => undefined);
+  }
+
+  private prepare(point: string): Promise<PreparedClone> {
+    return prepareClone(this.o.svc, point, `stage-${process.pid}-${crypto.randomBytes(4).toString('hex')}`);
+  }
+
+  /** The waiting clone if there is one (or one being made), else a new one; either way the next is started after. */
+  private async takeClone(point: string): Promise<PreparedClone> {
+    const spare = this.spares.get(point);
+    this.spares.delete(point);
+    const got = spare ? await spare : null;
+    return got ?? this.prepare(point);
+  }
+
+  private refill(point: string): void {
+    if (this.closed || this.spares.has(point) || process.env.SMOL_FORK_SPARE === '0') return;
+    const p = this.prepare(point).catch(() => null);
+    this.spares.set(point, p);
+    void p.then((s) => {
+      // closed meanwhile: nobody will take it
+      if (s && this.closed) void this.o.svc.remove(s.id, { force: true }).catch(() => undefined);
+    });
+  }
+
   private sourceOf(stage: CpuStage): { forkPoint?: string; warmMachine?: string } | null {
     const iso = stageIsolation(stage);
     if (iso.forkPoint || iso.warmMachine) return { forkPoint: iso.forkPoint, warmMachine: iso.warmMachine };
@@ -140,10 +176,10 @@ export class VmStageRunner implements StageRunner {
     const deadline = Date.now() + r.timeoutMs;
     const source = this.sourceOf(r.stage);
     const perAttempt = !source && this.o.warmMachine && this.o.forkEachAttempt ? this.o.warmMachine : null;
-    if (!perAttempt) vm.track(name);
+    if (!source && !perAttempt) vm.track(name);
     try {
       const res = source
-        ? await this.inPointClone(await this.pointFor(source), name, req, io, vm)
+        ? await this.inPointClone(await this.pointFor(source), req, io, vm)
         : perAttempt ? await this.inClone(perAttempt, `${name}-`, req, io, vm, deadline)
         : await runEphemeral(this.o.svc, this.o.spec, req, io, {
           name, bootTimeoutMs: Math.max(1000, Math.min(r.timeoutMs, this.o.bootTimeoutMs ?? Infinity)), signal: vm.signal,
@@ -162,14 +198,18 @@ export class VmStageRunner implements StageRunner {
   }
 
   /** One clone of the point, owned by this worker (a kill -9 of it leaves the clone to the next `ls` or worker). */
-  private async inPointClone(point: string, name: string, req: ExecRequest, io: ExecIo, vm: StageVm): Promise<ExecResult> {
+  private async inPointClone(point: string, req: ExecRequest, io: ExecIo, vm: StageVm): Promise<ExecResult> {
     const svc = this.o.svc;
+    if (vm.killed) throw new Error('stopped before the clone started');
+    const p = await this.takeClone(point);
     try {
+      vm.track(p.name);
       if (vm.killed) throw new Error('stopped before the clone started');
-      const r = await forkFromPoint(svc, point, { names: [name], owned: true });
-      if (!r.clones[0]?.ok) throw new ForkError(`clone from "${point}" failed: ${r.clones[0]?.error ?? 'no clone'}`, { where: point });
+      const c = await startPrepared(svc, p, { owned: true });
+      if (!c.ok) throw new ForkError(`clone from "${point}" failed: ${c.error ?? 'no clone'}`, { where: point });
+      this.refill(point);
       if (vm.killed) throw new Error('stopped before the clone ran');
-      const { ch, release } = await svc.channel(name);
+      const { ch, release } = await svc.channel(p.name);
       try {
         return await execOnChannel(ch, req, io);
       } finally {
@@ -177,7 +217,7 @@ export class VmStageRunner implements StageRunner {
         release();
       }
     } finally {
-      if (svc.store.find(name)) await svc.remove(name, { force: true }).catch(() => undefined);
+      if (svc.store.find(p.id)) await svc.remove(p.id, { force: true }).catch(() => undefined);
     }
   }
 

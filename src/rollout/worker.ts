@@ -94,6 +94,7 @@ export class Worker {
     } finally {
       clearInterval(windowTimer);
       await this.drain();
+      await this.o.runner.close?.().catch(() => undefined);
       clearInterval(renewTimer);
       this.emit({ type: 'stopped', completed: this.completed });
     }

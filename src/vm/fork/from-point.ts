@@ -7,7 +7,7 @@ import crypto from 'node:crypto';
 import { ForkError, NotFoundError, PrerequisiteError } from '../../errors/index.js';
 import type { Progress } from '../engine.js';
 import { ForkPointStore, type ForkPointRecord } from '../registry/fork-points.js';
-import { newMachineId, type MachineRecord } from '../registry/machines.js';
+import { newMachineId } from '../registry/machines.js';
 import type { MachineService } from '../service.js';
 import { prelaunchClone, startClone, type CloneJob, type CloneOutcome } from './clone.js';
 import { assertCompatible } from './identity.js';
@@ -40,56 +40,89 @@ export function getPoint(svc: MachineService, name: string): ForkPointRecord & {
   return fp as ForkPointRecord & { source: NonNullable<ForkPointRecord['source']> };
 }
 
-export async function forkFromPoint(svc: MachineService, pointName: string, o: FromPointOptions = {}): Promise<FromPointResult> {
-  const t0 = performance.now();
+/** A clone whose QEMU is up and waiting for the point's state: what a caller keeps ready for its next job. */
+export interface PreparedClone {
+  point: string;
+  name: string;
+  id: string;
+  job: CloneJob;
+  pre: CloneOutcome;
+  stateFile: string;
+}
+
+/**
+ * Registers one clone of the point and starts its QEMU (overlay, `-incoming defer`, template mapped): the
+ * part of a clone start that needs nothing from the moment it is wanted. The row stays 'creating' and this
+ * process's until startPrepared, so a kill -9 leaves it to the next `machine ls`. Throws on failure, leaving
+ * nothing behind.
+ */
+export async function prepareClone(svc: MachineService, pointName: string, name: string, o: { env?: Record<string, string>; index?: number; count?: number; restoreTimeoutMs?: number } = {}): Promise<PreparedClone> {
   const ops = svc.engine.fork;
   if (!ops) throw new PrerequisiteError('fork failed: this VM backend cannot fork machines');
   const fp = getPoint(svc, pointName);
   assertCompatible(fp.vm, await ops.identity(fp.vm.memoryMiB), `fork from "${pointName}"`);
-  const names = o.names ?? cloneNames(pointName, o.count ?? 1, new Set(svc.store.list().map((r) => r.name)), o.namePrefix);
-  const ids = cloneEnv({ parent: fp.source.machineName, forkId: fp.id, names, user: o.env ?? {} });
-  const clones: { rec: MachineRecord; unlock: () => void }[] = [];
+  const [id] = cloneEnv({ parent: fp.source.machineName, forkId: fp.id, names: [name], user: o.env ?? {} });
+  if (o.index) { id.index = o.index; id.env.SMOL_CLONE_INDEX = String(o.index); }
+  if (o.count) id.env.SMOL_CLONE_COUNT = String(o.count);
+  // parent null: the point, not the machine, is what a clone depends on (the machine may be removed)
+  const rec = svc.store.insert({
+    id: newMachineId(), name, state: 'creating', ephemeral: false, imageId: fp.source.imageId, ownerPid: process.pid,
+    spec: { ...fp.source.spec, env: { ...fp.source.spec.env, ...id.env } }, parent: null, generation: 1, forkPoint: fp.id,
+  });
+  const job: CloneJob = {
+    rec, index: id.index, env: id.env, memFile: fp.memFile, frozenDisk: fp.frozenDisk, port: fp.source.port,
+    diskSize: fp.source.diskSize, restoreTimeoutMs: o.restoreTimeoutMs ?? 30_000,
+  };
   try {
-    for (const c of ids) {
-      // parent null: the point, not the machine, is what a clone depends on (the machine may be removed)
-      const rec = svc.store.insert({
-        id: newMachineId(), name: c.name, state: 'creating', ephemeral: false, imageId: fp.source.imageId, ownerPid: process.pid,
-        spec: { ...fp.source.spec, env: { ...fp.source.spec.env, ...c.env } }, parent: null, generation: 1, forkPoint: fp.id,
-      });
-      clones.push({ rec, unlock: svc.store.lock(rec.id, 'fork', rec.name) });
-    }
-    // inserted with the point named: a `snapshot rm` from now on sees these clones and refuses
+    // inserted with the point named: a `snapshot rm` from now on sees this clone and refuses
     if (!new ForkPointStore(svc.store.db).byName(pointName)) throw new NotFoundError(`fork point "${pointName}" was removed meanwhile`, { where: pointName });
-    const jobs: CloneJob[] = clones.map((c, i) => ({
-      rec: c.rec, index: ids[i].index, env: ids[i].env, memFile: fp.memFile, frozenDisk: fp.frozenDisk, port: fp.source.port,
-      diskSize: fp.source.diskSize, restoreTimeoutMs: o.restoreTimeoutMs ?? 30_000,
-    }));
-    o.onProgress?.(`starting ${jobs.length} clone${jobs.length > 1 ? 's' : ''} from ${pointName}`);
-    const startedAt = performance.now();
-    const outcomes = await Promise.all(jobs.map(async (j) => {
-      const pre = await prelaunchClone(svc, j);
-      const out = await startClone(svc, ops, { ...j, stateFile: fp.stateFile, pausedAt: startedAt }, pre);
-      if (out.ok && o.owned) svc.store.update(j.rec.id, { ownerPid: process.pid });
-      return out;
-    }));
-    for (const [i, c] of clones.entries()) {
-      if (outcomes[i].ok) continue;
-      c.unlock();
-      await svc.remove(c.rec.id, { force: true }).catch(() => undefined);
-    }
-    if (!outcomes.some((c) => c.ok)) {
-      throw new ForkError(`fork from "${pointName}" failed: no clone started (${outcomes[0]?.error ?? 'unknown error'})`, { where: pointName });
-    }
-    return { point: pointName, clones: outcomes, totalMs: performance.now() - t0 };
+    const pre = await prelaunchClone(svc, job);
+    if (!pre.ok) throw new ForkError(`fork from "${pointName}" failed: ${pre.error ?? 'its QEMU did not start'}`, { where: pointName });
+    return { point: pointName, name, id: rec.id, job, pre, stateFile: fp.stateFile };
   } catch (err) {
-    for (const c of clones) {
-      c.unlock();
-      if (svc.store.find(c.rec.id)) await svc.remove(c.rec.id, { force: true }).catch(() => undefined);
-    }
+    await svc.remove(rec.id, { force: true }).catch(() => undefined);
     throw err;
-  } finally {
-    for (const c of clones) c.unlock();
   }
+}
+
+/**
+ * Loads the point's state into a prepared clone and configures it (identity, entropy, clock, environment).
+ * `owned`: the clone stays this process's (`machine ls` removes it once the process is gone), for clones
+ * that live as long as one job, such as a rollout attempt. A failed clone is removed.
+ */
+export async function startPrepared(svc: MachineService, p: PreparedClone, o: { owned?: boolean } = {}): Promise<CloneOutcome> {
+  const unlock = svc.store.lock(p.id, 'fork', p.name);
+  try {
+    const out = await startClone(svc, svc.engine.fork!, { ...p.job, stateFile: p.stateFile, pausedAt: performance.now() }, p.pre);
+    if (out.ok && o.owned) svc.store.update(p.id, { ownerPid: process.pid });
+    if (!out.ok) {
+      unlock();
+      await svc.remove(p.id, { force: true }).catch(() => undefined);
+    }
+    return out;
+  } finally {
+    unlock();
+  }
+}
+
+export async function forkFromPoint(svc: MachineService, pointName: string, o: FromPointOptions = {}): Promise<FromPointResult> {
+  const t0 = performance.now();
+  getPoint(svc, pointName);
+  const names = o.names ?? cloneNames(pointName, o.count ?? 1, new Set(svc.store.list().map((r) => r.name)), o.namePrefix);
+  o.onProgress?.(`starting ${names.length} clone${names.length > 1 ? 's' : ''} from ${pointName}`);
+  const prepared = await Promise.allSettled(names.map((n, i) => prepareClone(svc, pointName, n, { env: o.env, index: i + 1, count: names.length, restoreTimeoutMs: o.restoreTimeoutMs })));
+  const clones = await Promise.all(prepared.map(async (r, i): Promise<CloneOutcome> => {
+    if (r.status === 'rejected') return { name: names[i], id: '', index: i + 1, ok: false, pid: null, error: (r.reason as Error).message };
+    const t = performance.now();
+    const out = await startPrepared(svc, r.value, { owned: o.owned });
+    // from the call: the clone's QEMU start is part of a point's clone start (no pause to measure from)
+    const shift = t - t0;
+    return { ...out, runningMs: out.runningMs === undefined ? undefined : out.runningMs + shift, readyMs: out.readyMs === undefined ? undefined : out.readyMs + shift };
+  }));
+  if (!clones.some((c) => c.ok)) {
+    throw new ForkError(`fork from "${pointName}" failed: no clone started (${clones[0]?.error ?? 'unknown error'})`, { where: pointName });
+  }
+  return { point: pointName, clones, totalMs: performance.now() - t0 };
 }
 
 /** A clone name no machine has: PREFIX + 8 random hex digits. */

@@ -35,7 +35,13 @@ beforeAll(() => {
 afterAll(() => {
   for (const p of all) p.kill('SIGKILL');
   killQemuMentioning(home);
-  for (const f of newTemplates()) fs.rmSync(path.join('/dev/shm', f), { force: true });
+  // only this home's files: other tests on the host keep their machines' RAM in /dev/shm too
+  try {
+    const db = new Database(path.join(home, 'smol.db'), { readonly: true });
+    const ids = [...db.prepare('SELECT id FROM machines').all(), ...db.prepare('SELECT id FROM fork_points').all()].map((r) => (r as { id: string }).id);
+    db.close();
+    for (const id of ids) for (const f of [`smol-${id}.mem`, `smol-fork-${id}.mem`]) fs.rmSync(path.join('/dev/shm', f), { force: true });
+  } catch { /* no registry: nothing was made */ }
   fs.rmSync(home, { recursive: true, force: true });
 });
 
@@ -82,8 +88,10 @@ describe(`VM-isolated attempts under kill -9 (${ATTEMPTS} items, ${WORKERS} work
     for (;;) {
       const counts = await ledgerView(async (l) => (await l.listRollouts())[0].counts);
       if (counts.queued + counts.leased === 0) break;
+      // a worker that exits on its own (an error at start) is a failure, not a kill to restart
+      for (const w of workers) if (w.child.exitCode !== null) throw new Error(`a worker exited by itself (${w.child.exitCode}): ${w.stderr.slice(-1500)}`);
       expect(Date.now(), `items left: ${JSON.stringify(counts)}`).toBeLessThan(until);
-      await sleep(500 + Math.random() * 4000);
+      await sleep(3000 + Math.random() * 9000);
       const i = Math.floor(Math.random() * WORKERS);
       workers[i].kill('SIGKILL');
       await workers[i].exited;
