@@ -6,6 +6,7 @@ import fs from 'node:fs';
 import path from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { killQemuMentioning, qemuProcessesMentioning, scratchHome, smol } from '../../helpers/cli.js';
+import { removeHomeShm } from '../../helpers/shm.js';
 
 let home: string;
 const shmBefore = new Set(fs.readdirSync('/dev/shm'));
@@ -14,7 +15,7 @@ const newShm = () => fs.readdirSync('/dev/shm').filter((f) => f.startsWith('smol
 beforeAll(() => { home = scratchHome('fork'); });
 afterAll(() => {
   killQemuMentioning(home);
-  for (const f of newShm()) fs.rmSync(path.join('/dev/shm', f), { force: true });
+  removeHomeShm(home); // only ours: other tests' machines keep their RAM in /dev/shm too
   fs.rmSync(home, { recursive: true, force: true });
 });
 

@@ -5,9 +5,9 @@
  */
 import fs from 'node:fs';
 import path from 'node:path';
-import Database from 'better-sqlite3';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { killQemuMentioning, qemuProcessesMentioning, scratchHome, smol } from '../../helpers/cli.js';
+import { removeHomeShm } from '../../helpers/shm.js';
 
 let home: string;
 const shmBefore = new Set(fs.readdirSync('/dev/shm'));
@@ -16,13 +16,7 @@ const newShm = () => fs.readdirSync('/dev/shm').filter((f) => f.startsWith('smol
 beforeAll(() => { home = scratchHome('points'); });
 afterAll(() => {
   killQemuMentioning(home);
-  // only this home's files: other tests on the host keep their machines' RAM in /dev/shm too
-  try {
-    const db = new Database(path.join(home, 'smol.db'), { readonly: true });
-    const ids = [...db.prepare('SELECT id FROM machines').all(), ...db.prepare('SELECT id FROM fork_points').all()].map((r) => (r as { id: string }).id);
-    db.close();
-    for (const id of ids) for (const f of [`smol-${id}.mem`, `smol-fork-${id}.mem`]) fs.rmSync(path.join('/dev/shm', f), { force: true });
-  } catch { /* no registry: nothing was made */ }
+  removeHomeShm(home); // only ours: other tests' machines keep their RAM in /dev/shm too
   fs.rmSync(home, { recursive: true, force: true });
 });
 

@@ -17,6 +17,7 @@ import { BlobStore } from '../../../src/ledger/blobs.js';
 import { SqliteLedger } from '../../../src/ledger/sqlite.js';
 import { submitRollout } from '../../../src/rollout/submit.js';
 import { killQemuMentioning, qemuProcessesMentioning, scratchHome, sharedHome, smol as smolCli } from '../../helpers/cli.js';
+import { removeHomeShm } from '../../helpers/shm.js';
 import { smol, type Proc } from './procs.js';
 
 const ATTEMPTS = Number(process.env.SMOL_VM_FAULT_ATTEMPTS ?? 40);
@@ -35,13 +36,7 @@ beforeAll(() => {
 afterAll(() => {
   for (const p of all) p.kill('SIGKILL');
   killQemuMentioning(home);
-  // only this home's files: other tests on the host keep their machines' RAM in /dev/shm too
-  try {
-    const db = new Database(path.join(home, 'smol.db'), { readonly: true });
-    const ids = [...db.prepare('SELECT id FROM machines').all(), ...db.prepare('SELECT id FROM fork_points').all()].map((r) => (r as { id: string }).id);
-    db.close();
-    for (const id of ids) for (const f of [`smol-${id}.mem`, `smol-fork-${id}.mem`]) fs.rmSync(path.join('/dev/shm', f), { force: true });
-  } catch { /* no registry: nothing was made */ }
+  removeHomeShm(home); // only ours: other tests' machines keep their RAM in /dev/shm too
   fs.rmSync(home, { recursive: true, force: true });
 });
 
