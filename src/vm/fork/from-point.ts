@@ -4,6 +4,7 @@
  * saved from is not involved at all: not paused, not locked, and it need not exist any more.
  */
 import crypto from 'node:crypto';
+import fs from 'node:fs';
 import { ForkError, NotFoundError, PrerequisiteError } from '../../errors/index.js';
 import type { Progress } from '../engine.js';
 import { ForkPointStore, type ForkPointRecord } from '../registry/fork-points.js';
@@ -61,6 +62,12 @@ export async function prepareClone(svc: MachineService, pointName: string, name:
   if (!ops) throw new PrerequisiteError('fork failed: this VM backend cannot fork machines');
   const fp = getPoint(svc, pointName);
   assertCompatible(fp.vm, await ops.identity(fp.vm.memoryMiB), `fork from "${pointName}"`);
+  // QEMU would create a missing template afresh, and the clone would start on zeroed RAM and crash
+  if (!fs.existsSync(fp.memFile)) {
+    throw new ForkError(`fork from "${pointName}" failed: its memory template ${fp.memFile} is gone (removed from /dev/shm, or the host rebooted)`, {
+      where: pointName, hint: `Save the point again: smol snapshot rm --force ${pointName} && smol fork MACHINE --save ${pointName}`,
+    });
+  }
   const [id] = cloneEnv({ parent: fp.source.machineName, forkId: fp.id, names: [name], user: o.env ?? {} });
   if (o.index) { id.index = o.index; id.env.SMOL_CLONE_INDEX = String(o.index); }
   if (o.count) id.env.SMOL_CLONE_COUNT = String(o.count);
