@@ -4,7 +4,7 @@ import { buildProgram, main } from '../../../src/cli/main.js';
 describe('cli entry', () => {
   it('the full program registers every command group', async () => {
     const names = (await buildProgram()).commands.map((c) => c.name()).sort();
-    expect(names).toEqual(['doctor', 'fork', 'gateway', 'gpu', 'ledger', 'machine', 'pack', 'rollout', 'run', 'setup', 'worker']);
+    expect(names).toEqual(['doctor', 'fork', 'gateway', 'gpu', 'ledger', 'machine', 'pack', 'rollout', 'run', 'setup', 'snapshot', 'worker']);
   });
 
   it('an unknown command is a usage error (64), a known one parses on its own', async () => {
