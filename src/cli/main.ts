@@ -26,6 +26,7 @@ const loaders: Record<string, () => Promise<Register>> = {
   prune: async () => (await import('./commands/prune.js')).register,
   image: async () => (await import('./commands/image/index.js')).registerImageCommands,
   registry: async () => (await import('./commands/registry/index.js')).registerRegistryCommands,
+  snapshot: async () => (await import('./commands/snapshot.js')).register,
 };
 const aliases: Record<string, string> = { m: 'machine' };
 

@@ -38,12 +38,27 @@ const gpuStage = z.strictObject({
   promptVersion: z.string().min(1),
   params: z.record(z.string(), z.union([z.string(), z.number(), z.boolean(), z.null(), z.array(z.string())])).default({}),
 });
+/**
+ * Where a CPU stage's attempts run. `process` (the default) takes whatever the worker offers; `vm` requires a
+ * worker with --isolation vm; `{vm: {forkPoint}}` also names the saved fork point (smol snapshot ls) each
+ * attempt's clone starts from, and `{vm: {warmMachine}}` a running forkable machine the worker saves one
+ * point from (docs/fork.md).
+ */
+const machineRef = z.string().regex(/^[a-zA-Z0-9][a-zA-Z0-9_.-]{0,62}$/, 'a machine or fork point name: 1-63 letters, digits, ".", "_" or "-"');
+const isolation = z.union([
+  z.enum(['process', 'vm']),
+  z.strictObject({
+    vm: z.strictObject({ forkPoint: machineRef.optional(), warmMachine: machineRef.optional() })
+      .refine((v) => !(v.forkPoint && v.warmMachine), { message: 'give forkPoint or warmMachine, not both' }),
+  }),
+]).optional();
 const cpuStage = z.strictObject({
   ...common,
   kind: z.literal('cpu'),
   command: z.array(z.string()).min(1),
   env: z.record(z.string(), z.string()).default({}),
   limits,
+  isolation,
 });
 export const stageSchema = z.discriminatedUnion('kind', [gpuStage, cpuStage]);
 
@@ -82,6 +97,13 @@ export type Manifest = z.output<typeof manifestSchema>;
 export type Stage = z.output<typeof stageSchema>;
 export type GpuStage = Extract<Stage, { kind: 'gpu' }>;
 export type CpuStage = Extract<Stage, { kind: 'cpu' }>;
+
+/** What a CPU stage asks of the worker's isolation: none (process is fine), a VM, and which fork point or warm machine. */
+export function stageIsolation(s: CpuStage): { vm: boolean; forkPoint?: string; warmMachine?: string } {
+  if (s.isolation === undefined || s.isolation === 'process') return { vm: false };
+  if (s.isolation === 'vm') return { vm: true };
+  return { vm: true, forkPoint: s.isolation.vm.forkPoint, warmMachine: s.isolation.vm.warmMachine };
+}
 
 function nodeAt(root: Node | null, p: PropertyKey[]): Node | null {
   let node: Node | null = root;

@@ -32,6 +32,8 @@ export interface StageOutcome {
 export interface StageRunner {
   readonly isolation: 'process' | 'vm';
   run(r: StageRun): Promise<StageOutcome>;
+  /** Frees what the runner keeps between attempts (a VM runner's waiting clones); the worker calls it on stop. */
+  close?(): Promise<void>;
 }
 
 /** prlimit arguments for a stage's limits (RLIMIT_FSIZE caps output; SIGXFSZ kills a runaway writer). */

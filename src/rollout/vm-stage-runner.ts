@@ -1,6 +1,7 @@
 /**
- * `--isolation vm`: each attempt runs in a fresh microVM. With a warm machine (running, started forkable)
- * the attempt forks one clone from it; otherwise it restores a throwaway machine from the boot snapshot
+ * `--isolation vm`: each attempt runs in a fresh microVM. With a fork point (saved, or saved once from a warm
+ * machine: one point per warm environment, reused by every worker and every restart) the attempt starts one
+ * clone from it, which pauses nothing; otherwise it restores a throwaway machine from the boot snapshot
  * (runEphemeral). Either way the VM exists for this attempt only and is removed however it ends.
  *
  * The input goes in on the command's stdin through the guest channel and the output comes back on stdout,
@@ -11,15 +12,18 @@
 import crypto from 'node:crypto';
 import fs from 'node:fs';
 import { Writable } from 'node:stream';
-import { ConflictError, ForkError, NotFoundError } from '../errors/index.js';
+import { ConflictError, ForkError, NotFoundError, TimeoutError } from '../errors/index.js';
 import type { Smolfile } from '../smolfile/schema.js';
 import type { ExecHandle, ExecRequest } from '../vm/engine.js';
 import { execOnChannel, type ExecIo, type ExecResult } from '../vm/exec.js';
 import { forkMachine } from '../vm/fork/fork.js';
+import { prepareClone, startPrepared, type PreparedClone } from '../vm/fork/from-point.js';
+import { saveForkPoint } from '../vm/fork/save.js';
+import { ForkPointStore } from '../vm/registry/fork-points.js';
 import { pidAlive } from '../vm/registry/machines.js';
 import { runEphemeral } from '../vm/run.js';
 import type { MachineService } from '../vm/service.js';
-import type { CpuStage } from './manifest.js';
+import { stageIsolation, type CpuStage } from './manifest.js';
 import type { StageOutcome, StageRun, StageRunner } from './stage-runner.js';
 
 /**
@@ -55,11 +59,21 @@ export interface VmStageRunnerOptions {
   svc: MachineService;
   /** The throwaway machine's spec (image, memory, env) when there is no warm machine. */
   spec: Smolfile;
-  /** A running machine started forkable: each attempt forks one clone from it. */
+  /** A forkable machine: one fork point is saved from it (`<name>.warm`, unless one exists) and every attempt clones that. */
   warmMachine?: string;
+  /** A saved fork point (smol snapshot ls): each attempt starts one clone from it. */
+  forkPoint?: string;
+  /**
+   * The old way, kept as the benchmark's baseline: fork the running warm machine itself for every attempt
+   * (a pause of it and a layer on its disk chain per attempt).
+   */
+  forkEachAttempt?: boolean;
   /** Cap on a throwaway machine's boot (restoring the snapshot, or a cold boot on the first run). */
   bootTimeoutMs?: number;
 }
+
+/** The fork point a worker saves from a warm machine: one per machine, found again by every worker and restart. */
+export const warmPointName = (machine: string) => `${machine}.warm`;
 
 export class VmStageRunner implements StageRunner {
   readonly isolation = 'vm' as const;
@@ -68,16 +82,79 @@ export class VmStageRunner implements StageRunner {
 
   private constructor(private readonly o: VmStageRunnerOptions) {}
 
-  /** Checks the warm machine and removes stage machines whose worker died (SIGKILL leaves their QEMU running). */
+  /** Fork points by what names them (`point:P`, `warm:M`), each resolved (a warm machine's saved) once. */
+  private readonly points = new Map<string, Promise<string>>();
+  /**
+   * One clone per point with its QEMU already up, waiting for the next attempt (like a fork's warm spare):
+   * QEMU's start and the overlay (~70 ms under TCG) then happen while the previous attempt runs.
+   */
+  private readonly spares = new Map<string, Promise<PreparedClone | null>>();
+  private closed = false;
+
+  /**
+   * Removes what dead workers left (their clones with QEMU, a save killed half-way), then checks the worker's
+   * point or warm machine, saving the warm machine's point if no worker has yet.
+   */
   static async create(o: VmStageRunnerOptions): Promise<VmStageRunner> {
-    if (o.warmMachine) {
-      const rec = o.svc.refresh(o.svc.store.get(o.warmMachine));
-      if (rec.state !== 'running') {
-        throw new ConflictError(`warm machine "${rec.name}" is not running (state: ${rec.state})`, { hint: `Start it forkable: smol machine start ${rec.name} --forkable` });
-      }
-    }
+    await o.svc.list().catch(() => []); // orphaned clones and abandoned saves, whoever made them
     await reapStageMachines(o.svc);
-    return new VmStageRunner(o);
+    const runner = new VmStageRunner(o);
+    if (o.forkPoint) await runner.pointFor({ forkPoint: o.forkPoint });
+    else if (o.warmMachine && o.forkEachAttempt) {
+      const rec = o.svc.refresh(o.svc.store.get(o.warmMachine));
+      if (rec.state !== 'running') throw new ConflictError(`warm machine "${rec.name}" is not running (state: ${rec.state})`, { hint: `Start it forkable: smol machine start ${rec.name} --forkable` });
+    } else if (o.warmMachine) await runner.pointFor({ warmMachine: o.warmMachine });
+    return runner;
+  }
+
+  /** The fork point an attempt of this stage clones, or null (a throwaway machine, or the per-attempt fork). */
+  private pointFor(src: { forkPoint?: string; warmMachine?: string }): Promise<string> {
+    const key = src.forkPoint ? `point:${src.forkPoint}` : `warm:${src.warmMachine}`;
+    let p = this.points.get(key);
+    if (!p) {
+      p = src.forkPoint ? Promise.resolve(checkPoint(this.o.svc, src.forkPoint)) : ensureWarmPoint(this.o.svc, src.warmMachine!);
+      this.points.set(key, p);
+      p.catch(() => this.points.delete(key)); // a failure is retried by the next attempt
+    }
+    return p;
+  }
+
+  /** Removes the waiting clones; the worker calls this when it stops. */
+  async close(): Promise<void> {
+    this.closed = true;
+    const spares = [...this.spares.values()];
+    this.spares.clear();
+    for (const s of await Promise.all(spares)) if (s) await this.o.svc.remove(s.id, { force: true }).catch(() => undefined);
+  }
+
+  private prepare(point: string): Promise<PreparedClone> {
+    return prepareClone(this.o.svc, point, `stage-${process.pid}-${crypto.randomBytes(4).toString('hex')}`);
+  }
+
+  /** The waiting clone if there is one (or one being made), else a new one; either way the next is started after. */
+  private async takeClone(point: string): Promise<PreparedClone> {
+    const spare = this.spares.get(point);
+    this.spares.delete(point);
+    const got = spare ? await spare : null;
+    return got ?? this.prepare(point);
+  }
+
+  private refill(point: string): void {
+    if (this.closed || this.spares.has(point) || process.env.SMOL_FORK_SPARE === '0') return;
+    const p = this.prepare(point).catch(() => null);
+    this.spares.set(point, p);
+    void p.then((s) => {
+      // closed meanwhile: nobody will take it
+      if (s && this.closed) void this.o.svc.remove(s.id, { force: true }).catch(() => undefined);
+    });
+  }
+
+  private sourceOf(stage: CpuStage): { forkPoint?: string; warmMachine?: string } | null {
+    const iso = stageIsolation(stage);
+    if (iso.forkPoint || iso.warmMachine) return { forkPoint: iso.forkPoint, warmMachine: iso.warmMachine };
+    if (this.o.forkPoint) return { forkPoint: this.o.forkPoint };
+    if (this.o.warmMachine && !this.o.forkEachAttempt) return { warmMachine: this.o.warmMachine };
+    return null;
   }
 
   async run(r: StageRun): Promise<StageOutcome> {
@@ -97,10 +174,13 @@ export class VmStageRunner implements StageRunner {
     };
     const io: ExecIo = { stdin: fs.createReadStream(r.inputPath), stdout, stderr, onStart: (h) => vm.started(h) };
     const deadline = Date.now() + r.timeoutMs;
-    if (!this.o.warmMachine) vm.track(name);
+    const source = this.sourceOf(r.stage);
+    const perAttempt = !source && this.o.warmMachine && this.o.forkEachAttempt ? this.o.warmMachine : null;
+    if (!source && !perAttempt) vm.track(name);
     try {
-      const res = this.o.warmMachine
-        ? await this.inClone(this.o.warmMachine, `${name}-`, req, io, vm, deadline)
+      const res = source
+        ? await this.inPointClone(await this.pointFor(source), req, io, vm)
+        : perAttempt ? await this.inClone(perAttempt, `${name}-`, req, io, vm, deadline)
         : await runEphemeral(this.o.svc, this.o.spec, req, io, {
           name, bootTimeoutMs: Math.max(1000, Math.min(r.timeoutMs, this.o.bootTimeoutMs ?? Infinity)), signal: vm.signal,
         });
@@ -114,6 +194,30 @@ export class VmStageRunner implements StageRunner {
       clearTimeout(timer);
       r.signal.removeEventListener('abort', onAbort);
       (io.stdin as fs.ReadStream).destroy();
+    }
+  }
+
+  /** One clone of the point, owned by this worker (a kill -9 of it leaves the clone to the next `ls` or worker). */
+  private async inPointClone(point: string, req: ExecRequest, io: ExecIo, vm: StageVm): Promise<ExecResult> {
+    const svc = this.o.svc;
+    if (vm.killed) throw new Error('stopped before the clone started');
+    const p = await this.takeClone(point);
+    try {
+      vm.track(p.name);
+      if (vm.killed) throw new Error('stopped before the clone started');
+      const c = await startPrepared(svc, p, { owned: true });
+      if (!c.ok) throw new ForkError(`clone from "${point}" failed: ${c.error ?? 'no clone'}`, { where: point });
+      this.refill(point);
+      if (vm.killed) throw new Error('stopped before the clone ran');
+      const { ch, release } = await svc.channel(p.name);
+      try {
+        return await execOnChannel(ch, req, io);
+      } finally {
+        ch.close();
+        release();
+      }
+    } finally {
+      if (svc.store.find(p.id)) await svc.remove(p.id, { force: true }).catch(() => undefined);
     }
   }
 
@@ -191,6 +295,45 @@ class StageVm {
     h?.signal('SIGKILL');
     const rec = this.name ? this.svc.store.find(this.name) : null;
     if (rec?.pid) void this.svc.engine.terminate(rec.pid, this.svc.layout(rec), 0).catch(() => undefined);
+  }
+}
+
+/** A saved point by name, refused precisely when it is missing. */
+function checkPoint(svc: MachineService, name: string): string {
+  if (!new ForkPointStore(svc.store.db).byName(name)) throw new NotFoundError(`no fork point named "${name}"`, { where: name, hint: 'List them with: smol snapshot ls; save one with: smol fork MACHINE --save NAME' });
+  return name;
+}
+
+/**
+ * The warm machine's point, saved now if no worker has: several workers starting together race for the
+ * machine's fork lock and the name; the losers wait and find the winner's point.
+ */
+async function ensureWarmPoint(svc: MachineService, machine: string): Promise<string> {
+  const name = warmPointName(machine);
+  const points = new ForkPointStore(svc.store.db);
+  const deadline = Date.now() + 120_000;
+  for (;;) {
+    const fp = points.byName(name);
+    const rec = svc.store.find(machine);
+    if (fp) {
+      if (rec && fp.machine !== rec.id) {
+        throw new ConflictError(`fork point "${name}" was saved from another machine named "${machine}"`, { where: name, hint: `Remove the old point (smol snapshot rm ${name}) and start the worker again.` });
+      }
+      return name;
+    }
+    if (!rec) throw new NotFoundError(`no machine named "${machine}" and no fork point "${name}" saved from it`, { where: machine, hint: `Create and start it: smol machine create ${machine} --forkable --start` });
+    const cur = svc.refresh(rec);
+    if (cur.state !== 'running') throw new ConflictError(`warm machine "${machine}" is not running (state: ${cur.state}) and has no fork point yet`, { where: machine, hint: `Start it forkable: smol machine start ${machine} --forkable` });
+    try {
+      await saveForkPoint(svc, machine, name);
+      return name;
+    } catch (err) {
+      if (!(err instanceof ConflictError) || Date.now() > deadline) {
+        if (err instanceof ConflictError) throw new TimeoutError(`saving fork point "${name}" from "${machine}" did not get its turn within 120s: ${err.message}`, { where: machine });
+        throw err;
+      }
+      await new Promise((res) => setTimeout(res, 100 + Math.random() * 200));
+    }
   }
 }
 

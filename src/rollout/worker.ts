@@ -8,6 +8,7 @@ import type { BlobStore } from '../ledger/blobs.js';
 import type { Claim, Ledger, StageKind } from '../ledger/types.js';
 import { AdaptiveConcurrency, type ConcurrencyStep } from './concurrency.js';
 import { execute } from './execute.js';
+import { stageIsolation } from './manifest.js';
 import { advance, ManifestCache } from './pipeline.js';
 import type { StageRunner } from './stage-runner.js';
 
@@ -93,6 +94,7 @@ export class Worker {
     } finally {
       clearInterval(windowTimer);
       await this.drain();
+      await this.o.runner.close?.().catch(() => undefined);
       clearInterval(renewTimer);
       this.emit({ type: 'stopped', completed: this.completed });
     }
@@ -155,6 +157,14 @@ export class Worker {
     }
     r.started = true;
     const m = await this.manifests.get(c.item.rolloutId);
+    const stage = m.stages[c.item.stageIndex];
+    if (stage?.kind === 'cpu' && stageIsolation(stage).vm && this.o.runner.isolation !== 'vm') {
+      // never run a stage outside the isolation it asks for; a retry here would only meet the same worker kind
+      const error = `stage "${stage.name}" asks for vm isolation; run it with: smol worker --isolation vm`;
+      const f = await ledger.fail({ ...lease, error, retryable: false });
+      if (f.ok) this.emit({ type: 'failed', itemId: c.item.id, attempt: c.attempt, error, state: f.state });
+      return;
+    }
     const res = await execute({ blobs, runner: this.o.runner, gateway: this.o.gateway, now: () => Date.now() + this.clockSkew }, m, c, abort.signal);
     if ('aborted' in res) {
       // stopped by shutdown: hand the lease back; canceled or stale leases are already gone

@@ -118,7 +118,7 @@ export class MachineService {
       // `machine update --mem`); a clone of a held fork that maps it keeps its mapping when it is unlinked
       if (forkable) fs.rmSync(layout.memFile, { force: true });
       // a fork clone never takes its parent's host ports, also when it boots again later (docs/network.md)
-      const pid = await this.engine.launch(rec.spec, layout, { diskless: this.isDiskless(rec), forkable, onProgress: o.onProgress, publishPorts: !rec.parent, fsHotplug: o.fsHotplug });
+      const pid = await this.engine.launch(rec.spec, layout, { diskless: this.isDiskless(rec), forkable, onProgress: o.onProgress, publishPorts: !rec.parent && !rec.forkPoint, fsHotplug: o.fsHotplug });
       this.store.update(rec.id, { pid, startedAt: Date.now() });
       o.onProgress?.('waiting for the guest agent');
       const release = this.store.lock(`${rec.id}#p0`, 'channel', rec.name);

@@ -48,16 +48,6 @@ export function scratchHome(tag: string): string {
   return fs.mkdtempSync(path.join(base, `${tag}-`));
 }
 
-/**
- * Removes the /dev/shm RAM files of this home's machines and fork points only: other sessions' and other
- * tests' machines keep theirs there too, and removing one kills that machine's clones mid-run.
- */
-export function removeShmOfHome(home: string): void {
-  const ids = (d: string) => (fs.existsSync(path.join(home, d)) ? fs.readdirSync(path.join(home, d)) : []);
-  const names = new Set([...ids('machines').map((id) => `smol-${id}.mem`), ...ids('forks').map((id) => `smol-fork-${id}.mem`)]);
-  for (const f of fs.readdirSync('/dev/shm')) if (names.has(f)) fs.rmSync(path.join('/dev/shm', f), { force: true });
-}
-
 /** QEMU processes whose command line mentions `needle` (a scratch home): tests assert none survive. */
 export function qemuProcessesMentioning(needle: string): number[] {
   const r = spawnSync('pgrep', ['-f', `qemu-system.*${needle}`], { encoding: 'utf8' });

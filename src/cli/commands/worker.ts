@@ -24,9 +24,11 @@ export const workerSchema = z.strictObject({
   exitWhenIdle: duration.optional(),
   window: duration.default(5000),
   warmMachine: z.string().min(1).optional(),
+  forkPoint: z.string().min(1).optional(),
   smolfile: z.string().min(1).optional(),
   json: z.boolean().optional(),
-}).refine((o) => o.isolation === 'vm' || (!o.warmMachine && !o.smolfile), { path: ['isolation'], message: '--warm-machine and --smolfile need --isolation vm' });
+}).refine((o) => o.isolation === 'vm' || (!o.warmMachine && !o.smolfile && !o.forkPoint), { path: ['isolation'], message: '--warm-machine, --fork-point and --smolfile need --isolation vm' })
+  .refine((o) => !(o.warmMachine && o.forkPoint), { path: ['forkPoint'], message: 'give --warm-machine or --fork-point, not both' });
 
 /** SMOL_WORKER_FAULT="after-claim=MS,after-output=MS": pauses for fault-injection tests. */
 function faultsFromEnv(): { afterClaimMs?: number; afterOutputMs?: number } {
@@ -58,12 +60,12 @@ let injectedRunner: StageRunner | undefined;
 export function setVmStageRunner(r: StageRunner): void { injectedRunner = r; }
 
 /** The microVM runner over this SMOL_HOME's machines; loaded only for --isolation vm (it pulls in the VM code). */
-async function vmStageRunner(o: { warmMachine?: string; smolfile?: string }): Promise<StageRunner> {
+async function vmStageRunner(o: { warmMachine?: string; forkPoint?: string; smolfile?: string }): Promise<StageRunner> {
   if (injectedRunner) return injectedRunner;
   const [{ VmStageRunner }, { machineService }, { specFromFlags }] = await Promise.all([
     import('../../rollout/vm-stage-runner.js'), import('../context.js'), import('../machine-options.js'),
   ]);
-  return VmStageRunner.create({ svc: machineService(), spec: specFromFlags({ smolfile: o.smolfile }), warmMachine: o.warmMachine });
+  return VmStageRunner.create({ svc: machineService(), spec: specFromFlags({ smolfile: o.smolfile }), warmMachine: o.warmMachine, forkPoint: o.forkPoint });
 }
 
 export function register(program: Command): void {
@@ -72,7 +74,8 @@ export function register(program: Command): void {
     .option('--concurrency <n>', 'items at once; without it the worker adapts up to 2×CPUs')
     .option('--adaptive', 'with --concurrency: start at 1 and scale up to N only while completed items/s rises')
     .option('--isolation <mode>', 'process, or vm: each attempt in a fresh microVM', 'process')
-    .option('--warm-machine <name>', 'with --isolation vm: fork each attempt\'s VM from this running forkable machine')
+    .option('--warm-machine <name>', 'with --isolation vm: save one fork point from this forkable machine (NAME.warm, reused) and clone it per attempt')
+    .option('--fork-point <point>', 'with --isolation vm: clone each attempt\'s VM from this saved fork point (smol snapshot ls)')
     .option('-s, --smolfile <file>', 'with --isolation vm and no warm machine: the throwaway VM\'s Smolfile')
     .option('--gateway <url>', 'inference gateway for GPU stages (without it only CPU stages are claimed)')
     .option('--kind <kind>', 'claim only cpu or gpu stages, or all')
@@ -98,7 +101,7 @@ export function register(program: Command): void {
         const onSignal = () => worker.stop(opts.grace);
         process.once('SIGTERM', onSignal);
         process.once('SIGINT', onSignal);
-        const vmFrom = runner.isolation === 'vm' ? (opts.warmMachine ? ` (forked from ${opts.warmMachine})` : ' (throwaway machines)') : '';
+        const vmFrom = runner.isolation === 'vm' ? (opts.forkPoint ? ` (clones of ${opts.forkPoint})` : opts.warmMachine ? ` (clones of ${opts.warmMachine}.warm)` : ' (throwaway machines, or the stage\'s fork point)') : '';
         if (!opts.json) process.stderr.write(`worker ${worker.id}: ${runner.isolation} isolation${vmFrom}, concurrency ${adaptive ? `adaptive 1..${worker.concurrency.max}` : worker.concurrency.max}, ledger ${l.location.ledger}\n`);
         try {
           await worker.run();

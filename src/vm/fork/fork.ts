@@ -12,6 +12,7 @@ import { newMachineId, type MachineRecord } from '../registry/machines.js';
 import { refuseSecretRam } from '../secrets.js';
 import type { MachineService } from '../service.js';
 import { claimForkDir } from './abandoned.js';
+import { capChain } from './chain.js';
 import { forkDir, forkMemFile, forkOwnerFile, removeUnrecordedFork } from './cleanup.js';
 import { dieAt } from './faults.js';
 import { createCloneDisk, prelaunchClone, startClone, type CloneJob, type CloneOutcome } from './clone.js';
@@ -163,6 +164,8 @@ export async function forkMachine(svc: MachineService, nameOrId: string, o: Fork
       await startSpare(svc, parent, nextDisk, insp.diskSize);
       nextSpareMs = performance.now() - t;
     }
+    // layers earlier forks froze whose clones are all gone merge here (the clones just made sit on this one)
+    if (!o.hold) await capChain(svc.store, ops, svc.layout(svc.store.get(parent.id))).catch(() => null);
     return {
       nextSpareMs, forkId, parent: parent.name, held: !!o.hold, prePauseMs: pausedAt - t0, pausedMs: cap.pausedMs, stateBytes: cap.stateBytes, memory: shared ? 'shared' : 'private',
       steps: cap.steps, parentReleased, clones: outcomes, totalMs: performance.now() - t0,
@@ -197,7 +200,7 @@ async function discardFailed(svc: MachineService, clones: { rec: MachineRecord; 
  * A channel on a port no host session uses. The clones inherit the guest agents' state, and reconnecting a
  * port aborts the sessions it had, so the clones are configured on this same port, never on a user's.
  */
-async function openFreePort(svc: MachineService, rec: MachineRecord): Promise<{ ch: GuestChannel; port: number; release: () => void }> {
+export async function openFreePort(svc: MachineService, rec: MachineRecord): Promise<{ ch: GuestChannel; port: number; release: () => void }> {
   const layout = svc.layout(rec);
   const deadline = Date.now() + 30_000;
   for (;;) {

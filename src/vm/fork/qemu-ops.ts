@@ -3,6 +3,7 @@
  * device state only, clones mapping the file copy-on-write and loading the state with `-incoming defer`.
  */
 import fs from 'node:fs';
+import path from 'node:path';
 import { ForkError, SnapshotRestoreError, TimeoutError } from '../../errors/index.js';
 import type { VmBackend } from '../backend/index.js';
 import { findQemu } from '../qemu/detect.js';
@@ -136,8 +137,34 @@ export function createQemuForkOps(getBackend: () => Promise<VmBackend>): ForkOps
         qmp.close();
       }
     },
+
+    async commitLayers(layout: MachineLayout, top: string, base: string): Promise<void> {
+      const qmp = await QmpClient.connect(layout.qmpSocket, 5_000);
+      const job = `smol-merge-${Date.now().toString(36)}`;
+      try {
+        // an intermediate commit: the guest keeps running on its top overlay, which QEMU re-points at base;
+        // auto-dismiss off so a failed job stays to be read
+        await qmp.execute('block-commit', { 'job-id': job, device: ROOT_DEVICE, top, base, 'auto-dismiss': false, speed: 0 });
+        const deadline = Date.now() + 600_000;
+        for (;;) {
+          const j = (await qmp.execute<JobInfo[]>('query-jobs')).find((x) => x.id === job);
+          if (!j) throw new ForkError(`merging disk layers failed: job ${job} vanished`);
+          if (j.status === 'concluded') {
+            await qmp.execute('job-dismiss', { id: job });
+            if (j.error) throw new ForkError(`merging disk layers ${path.basename(top)}…${path.basename(base)} failed: ${j.error}`);
+            return;
+          }
+          if (Date.now() > deadline) throw new TimeoutError('merging disk layers did not finish within 600s');
+          await new Promise((r) => setTimeout(r, 10));
+        }
+      } finally {
+        qmp.close();
+      }
+    },
   };
 }
+
+interface JobInfo { id: string; status: string; error?: string }
 
 async function waitMigration(qmp: QmpClient, timeoutMs: number, what: string): Promise<void> {
   const deadline = Date.now() + timeoutMs;

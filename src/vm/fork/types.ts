@@ -57,4 +57,9 @@ export interface ForkOps {
   resumeAbandoned(layout: MachineLayout): Promise<boolean>;
   /** Load a state into a clone started with `-incoming defer` and run it. */
   restore(layout: MachineLayout, stateFile: string, timeoutMs: number): Promise<void>;
+  /**
+   * Merges the running machine's frozen layers from `top` down into `base` (both under its active overlay,
+   * named as its chain names them); the active overlay then sits on `base`. Nothing else may read them.
+   */
+  commitLayers(layout: MachineLayout, top: string, base: string): Promise<void>;
 }

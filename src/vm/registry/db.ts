@@ -46,6 +46,11 @@ const migrations: string[] = [
   // fork or a memory pack of a machine whose RAM may hold one is refused until it restarts
   `ALTER TABLE machines ADD COLUMN labels TEXT NOT NULL DEFAULT '{}';
    ALTER TABLE machines ADD COLUMN secrets_at INTEGER;`,
+  // saved fork points (docs/fork.md): named, kept without clones, self-contained (own disk layer, the spec and
+  // the agent port the clones connect on), so the machine they came from may change, stop or go
+  `ALTER TABLE fork_points ADD COLUMN name TEXT;
+   ALTER TABLE fork_points ADD COLUMN source TEXT;
+   CREATE UNIQUE INDEX fork_points_name ON fork_points(name) WHERE name IS NOT NULL;`,
 ];
 
 export type Db = Database.Database;

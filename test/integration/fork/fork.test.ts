@@ -5,16 +5,30 @@
 import fs from 'node:fs';
 import path from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { killQemuMentioning, qemuProcessesMentioning, removeShmOfHome, scratchHome, smol } from '../../helpers/cli.js';
+import { killQemuMentioning, qemuProcessesMentioning, scratchHome, smol } from '../../helpers/cli.js';
+import { removeHomeShm } from '../../helpers/shm.js';
 
 let home: string;
 const shmBefore = new Set(fs.readdirSync('/dev/shm'));
-const newShm = () => fs.readdirSync('/dev/shm').filter((f) => f.startsWith('smol-') && !shmBefore.has(f));
+/** smol's /dev/shm files made since this file began, but not those another home's QEMU maps (tests run beside this one). */
+const newShm = () => {
+  const fresh = fs.readdirSync('/dev/shm').filter((f) => f.startsWith('smol-') && !shmBefore.has(f));
+  const foreign = new Set<string>();
+  for (const pid of fs.readdirSync('/proc').filter((d) => /^\d+$/.test(d))) {
+    try {
+      const cmd = fs.readFileSync(`/proc/${pid}/cmdline`, 'utf8');
+      if (!cmd.includes('qemu-system') || cmd.includes(home)) continue;
+      const maps = fs.readFileSync(`/proc/${pid}/maps`, 'utf8');
+      for (const f of fresh) if (maps.includes(f) || cmd.includes(f)) foreign.add(f);
+    } catch { /* gone */ }
+  }
+  return fresh.filter((f) => !foreign.has(f));
+};
 
 beforeAll(() => { home = scratchHome('fork'); });
 afterAll(() => {
   killQemuMentioning(home);
-  removeShmOfHome(home);
+  removeHomeShm(home); // only ours: other tests' machines keep their RAM in /dev/shm too
   fs.rmSync(home, { recursive: true, force: true });
 });
 

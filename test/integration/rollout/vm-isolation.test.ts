@@ -100,7 +100,7 @@ describe('smol worker --isolation vm (real QEMU)', () => {
     }
   });
 
-  it('forks each attempt from a warm machine and removes the clone afterwards', async () => {
+  it('clones each attempt from the warm machine\'s fork point and removes the clone afterwards', async () => {
     const create = await smolCli(['machine', 'create', 'warm', '--forkable', '--start'], { home, timeoutMs: 120_000 });
     expect(create.code, create.stderr).toBe(0);
     const file = manifest('vmfork', `  - name: count\n    kind: cpu\n    command: [sh, -c, '${IN_VM}; echo "$(wc -c) $where"']\n`, 2);
@@ -108,10 +108,33 @@ describe('smol worker --isolation vm (real QEMU)', () => {
     const r = await outputs('vmfork');
     expect(r.states).toEqual(['done', 'done']);
     expect(r.texts).toEqual(['3 vm\n', '3 vm\n']);
-    // only the warm machine remains, still running
+    // only the warm machine remains, still running, with the one point the worker saved from it
     const ls = JSON.parse((await smolCli(['machine', 'ls', '--json'], { home })).stdout) as { name: string; state: string }[];
     expect(ls.map((m) => [m.name, m.state])).toEqual([['warm', 'running']]);
+    const points = JSON.parse((await smolCli(['snapshot', 'ls', '--json'], { home })).stdout) as { name: string; clones: string[] }[];
+    expect(points.map((p) => [p.name, p.clones])).toEqual([['warm.warm', []]]);
+    // a second worker reuses the point: still one
+    await submitAndWork(manifest('vmfork2', `  - name: count\n    kind: cpu\n    command: [sh, -c, '${IN_VM}; echo "$(wc -c) $where"']\n`, 1), ['--warm-machine', 'warm']);
+    expect((await outputs('vmfork2')).texts).toEqual(['3 vm\n']);
+    expect(JSON.parse((await smolCli(['snapshot', 'ls', '--json'], { home })).stdout)).toHaveLength(1);
+    expect((await smolCli(['snapshot', 'rm', 'warm.warm'], { home })).code).toBe(0);
     expect((await smolCli(['machine', 'rm', '--force', 'warm'], { home })).code).toBe(0);
     expect(qemuProcessesMentioning(home)).toEqual([]);
+  });
+
+  it('a process-isolated worker refuses a stage that asks for a VM, without retrying it', async () => {
+    const file = manifest('needvm', '  - name: s\n    kind: cpu\n    maxAttempts: 3\n    isolation: vm\n    command: [\'true\']\n', 1);
+    expect((await smolRun(['rollout', 'submit', file], env)).code).toBe(0);
+    const w = smol(['worker', '--json', '--exit-when-idle', '1s'], env);
+    procs.push(w);
+    expect(await w.exited, w.stderr).toBe(0);
+    const l = new SqliteLedger({ path: path.join(home, 'ledger.db') });
+    try {
+      const [item] = await l.listItems('needvm');
+      expect(item).toMatchObject({ status: 'dead', attempt: 1 });
+      expect(item.lastError).toMatch(/asks for vm isolation; run it with: smol worker --isolation vm/);
+    } finally {
+      await l.close();
+    }
   });
 });

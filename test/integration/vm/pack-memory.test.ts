@@ -7,7 +7,8 @@
 import fs from 'node:fs';
 import path from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { killQemuMentioning, qemuProcessesMentioning, removeShmOfHome, scratchHome, smol } from '../../helpers/cli.js';
+import { killQemuMentioning, qemuProcessesMentioning, scratchHome, smol } from '../../helpers/cli.js';
+import { removeHomeShm } from '../../helpers/shm.js';
 
 let home: string;
 let art: string;
@@ -18,7 +19,7 @@ beforeAll(() => {
 });
 afterAll(() => {
   killQemuMentioning(home);
-  removeShmOfHome(home);
+  removeHomeShm(home);
   fs.rmSync(home, { recursive: true, force: true });
 });
 

@@ -5,7 +5,7 @@ import { describe, expect, it } from 'vitest';
 import { ValidationError } from '../../../src/errors/index.js';
 import { BlobStore } from '../../../src/ledger/blobs.js';
 import { SqliteLedger } from '../../../src/ledger/sqlite.js';
-import { parseManifest, samplesOf } from '../../../src/rollout/manifest.js';
+import { parseManifest, samplesOf, stageIsolation, type CpuStage } from '../../../src/rollout/manifest.js';
 import { submitRollout } from '../../../src/rollout/submit.js';
 import { ConflictError } from '../../../src/errors/index.js';
 
@@ -38,6 +38,21 @@ describe('rollout manifest', () => {
       { path: expect.stringMatching(/^colour \(line 4\)$/), message: 'unknown field "colour"' },
       { path: expect.stringMatching(/^stages\.0\.model\.version/), message: expect.any(String) },
     ]));
+  });
+
+  it('reads a CPU stage\'s isolation: process by default, vm, or a VM from a fork point or warm machine', () => {
+    const base = 'apiVersion: smol/v1\nkind: Rollout\nname: x\nenvironment: { version: e }\ngenerate: { count: 1, template: t }\nstages:\n';
+    const iso = (field: string) => stageIsolation(parseManifest(`${base}  - { name: a, kind: cpu, command: [x]${field} }`).stages[0] as CpuStage);
+    expect(iso('')).toEqual({ vm: false });
+    expect(iso(', isolation: process')).toEqual({ vm: false });
+    expect(iso(', isolation: vm')).toEqual({ vm: true });
+    expect(iso(', isolation: { vm: { forkPoint: env.v1 } }')).toEqual({ vm: true, forkPoint: 'env.v1', warmMachine: undefined });
+    expect(iso(', isolation: { vm: { warmMachine: w } }')).toMatchObject({ vm: true, warmMachine: 'w' });
+    const bad = (field: string) => issuesOf(`${base}  - { name: a, kind: cpu, command: [x], isolation: ${field} }`)[0];
+    expect(bad('{ vm: { forkPoint: a, warmMachine: b } }').message).toMatch(/forkPoint or warmMachine, not both/);
+    expect(bad('{ vm: { fork_point: a } }').message).toMatch(/unknown field "fork_point"/);
+    expect(bad('{ vm: { forkPoint: "bad/name" } }').path).toMatch(/^stages\.0\.isolation/);
+    expect(bad('container').path).toMatch(/^stages\.0\.isolation/);
   });
 
   it('rejects unknown stage kinds, duplicate names and missing samples', () => {

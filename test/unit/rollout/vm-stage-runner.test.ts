@@ -17,7 +17,7 @@ vi.mock('../../../src/vm/run.js', () => ({
 }));
 const { VmStageRunner } = await import('../../../src/rollout/vm-stage-runner.js');
 
-const svc = { store: { list: () => [], find: () => null } } as unknown as MachineService;
+const svc = { store: { list: () => [], find: () => null }, list: async () => [] } as unknown as MachineService;
 const stage: CpuStage = { name: 's', kind: 'cpu', command: ['true'], env: {}, limits: { maxOutputBytes: 1 << 20 } } as CpuStage;
 
 async function attempt(o: { timeoutMs: number; abortAfterMs?: number }) {
