@@ -53,6 +53,6 @@ describe('smol rollout / ledger / worker commands', () => {
     expect(missing.stderr).toContain('no machine named "nope"');
     const mixed = await smolRun(['worker', '--warm-machine', 'nope', '--exit-when-idle', '1s'], env);
     expect(mixed.code).toBe(65);
-    expect(mixed.stderr).toContain('--warm-machine and --smolfile need --isolation vm');
+    expect(mixed.stderr).toContain('--warm-machine, --fork-point and --smolfile need --isolation vm');
   });
 });
