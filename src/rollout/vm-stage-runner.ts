@@ -209,13 +209,7 @@ export class VmStageRunner implements StageRunner {
       if (!c.ok) throw new ForkError(`clone from "${point}" failed: ${c.error ?? 'no clone'}`, { where: point });
       this.refill(point);
       if (vm.killed) throw new Error('stopped before the clone ran');
-      const { ch, release } = await svc.channel(p.name);
-      try {
-        return await execOnChannel(ch, req, io);
-      } finally {
-        ch.close();
-        release();
-      }
+      return await this.execIn(p.name, req, io);
     } finally {
       if (svc.store.find(p.id)) await svc.remove(p.id, { force: true }).catch(() => undefined);
     }
@@ -227,15 +221,19 @@ export class VmStageRunner implements StageRunner {
     try {
       vm.track(clone);
       if (vm.killed) throw new Error('stopped before the clone ran');
-      const { ch, release } = await svc.channel(clone);
-      try {
-        return await execOnChannel(ch, req, io);
-      } finally {
-        ch.close();
-        release();
-      }
+      return await this.execIn(clone, req, io);
     } finally {
       await svc.remove(clone, { force: true }).catch(() => undefined);
+    }
+  }
+
+  private async execIn(machine: string, req: ExecRequest, io: ExecIo): Promise<ExecResult> {
+    const { ch, release } = await this.o.svc.channel(machine);
+    try {
+      return await execOnChannel(ch, req, io);
+    } finally {
+      ch.close();
+      release();
     }
   }
 
