@@ -1,6 +1,8 @@
 /**
  * `npm run bench:vm`: machine lifecycle figures, medians over N runs, each beside a baseline:
  *  - `smol run -- true` end to end vs raw QEMU booting the same kernel+initramfs to poweroff (no smol)
+ *  - a repeated `smol run --image DIR -- true` vs `smol run -- true`, alternating (target within 15 %): DIR is
+ *    $BENCH_ROOTFS (e.g. a debootstrapped rootfs) or a generated tree of busybox and 11,000 small files
  *  - launch → agent ready (service API)
  *  - exec round trip in a running machine vs the same agent over a host unix socket (no VM)
  *  - stdout throughput guest → host, cp throughput both ways, host RSS per idle machine
@@ -53,6 +55,37 @@ async function rawQemuBoot(): Promise<number> {
   return performance.now() - t0;
 }
 
+/** A rootfs-sized tree: busybox, its applets, and 11,000 small files in 500 directories (a Debian minbase has ~11k entries). */
+function generatedTree(dir: string): string {
+  fs.mkdirSync(path.join(dir, 'bin'), { recursive: true });
+  fs.copyFileSync('/bin/busybox', path.join(dir, 'bin/busybox'));
+  fs.chmodSync(path.join(dir, 'bin/busybox'), 0o755);
+  for (const a of ['sh', 'true']) fs.symlinkSync('busybox', path.join(dir, 'bin', a));
+  for (const d of ['proc', 'sys', 'dev', 'run', 'tmp', 'etc']) fs.mkdirSync(path.join(dir, d), { recursive: true });
+  for (let i = 0; i < 500; i++) {
+    const sub = path.join(dir, 'usr/share/bench', `d${i}`);
+    fs.mkdirSync(sub, { recursive: true });
+    for (let j = 0; j < 22; j++) fs.writeFileSync(path.join(sub, `f${j}`), `${i}/${j}\n`);
+  }
+  return dir;
+}
+
+/** `--image DIR` after its first run (base built, digest cached, boot snapshot saved) vs the default image. */
+async function imageDirRow(smol: (args: string[]) => unknown): Promise<Row> {
+  const tmp = fs.mkdtempSync(path.join(os.tmpdir(), 'smol-bench-dir-'));
+  const dir = process.env.BENCH_ROOTFS ?? generatedTree(path.join(tmp, 'rootfs'));
+  smol(['run', '--image', dir, '--', 'true']); // hashes the tree, builds its base, saves its boot snapshot
+  const plain: number[] = [];
+  const withDir: number[] = [];
+  for (let i = 0; i < RUNS; i++) {
+    plain.push(...(await timeRuns(1, async () => { smol(['run', '--', 'true']); })));
+    withDir.push(...(await timeRuns(1, async () => { smol(['run', '--image', dir, '--', 'true']); })));
+  }
+  fs.rmSync(tmp, { recursive: true, force: true });
+  const label = process.env.BENCH_ROOTFS ? path.basename(dir) : '11k-file tree';
+  return { metric: `smol run --image DIR -- true (repeated, ${label})`, unit: 'ms', value: median(withDir), baseline: median(plain), baselineLabel: 'smol run -- true', target: '≤1.15x' };
+}
+
 async function main(): Promise<void> {
   const rows: Row[] = [];
   const smol = (args: string[]) => spawnSync(process.execPath, [path.join(root, 'bin/smol'), ...args], { env, stdio: 'ignore' });
@@ -62,6 +95,7 @@ async function main(): Promise<void> {
   const cold = await timeRuns(RUNS, async () => { smol(['run', '--cold-boot', '--', 'true']); });
   rows.push({ metric: 'smol run -- true (boot snapshot)', unit: 'ms', value: median(run), baseline: median(raw), baselineLabel: 'raw QEMU boot→poweroff', target: kvm ? '≤300 (KVM)' : '≤2000 (TCG)' });
   rows.push({ metric: 'smol run --cold-boot -- true', unit: 'ms', value: median(cold), baseline: median(raw), baselineLabel: 'raw QEMU boot→poweroff' });
+  rows.push(await imageDirRow(smol));
 
   const svc = new MachineService({ home, store: new MachineStore(openRegistry(dataPaths(home).registry)), engine: createQemuEngine(home) });
   const ready: number[] = [];

@@ -9,7 +9,14 @@ import type { SharedFs } from './volumes/virtiofsd.js';
 
 export type Progress = (message: string) => void;
 
-export interface PreparedDisk { imageId: string }
+export interface PreparedDisk {
+  imageId: string;
+  /**
+   * Set when the image id was taken on trust from a cache (a rootfs directory's last digest) and is being
+   * checked meanwhile: false means the image has changed, and nothing the user sees may run on this disk.
+   */
+  imageConfirmed?: Promise<boolean>;
+}
 
 export interface LaunchOptions {
   /** Boot from the initramfs alone (tmpfs root): the fastest path for throwaway machines on the default image. */
@@ -61,7 +68,7 @@ export interface GuestChannel {
 
 export interface Engine {
   /** Resolve the image and create the machine's disk (a qcow2 overlay on the shared base). */
-  prepareDisk(spec: Smolfile, layout: MachineLayout, onProgress?: Progress): Promise<PreparedDisk>;
+  prepareDisk(spec: Smolfile, layout: MachineLayout, onProgress?: Progress, o?: { speculative?: boolean }): Promise<PreparedDisk>;
   /** Start QEMU detached from this process; resolves with its pid once it is running. */
   launch(spec: Smolfile, layout: MachineLayout, opts: LaunchOptions): Promise<number>;
   /** Connect to the agent on one of the machine's ports and complete the handshake. */

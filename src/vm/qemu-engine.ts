@@ -33,7 +33,7 @@ export function createQemuEngine(home: string, o: QemuEngineOptions = {}): Engin
   const getBackend = () => (backend ??= selectBackend({ notice: o.notice }));
 
   return {
-    async prepareDisk(spec: Smolfile, layout: MachineLayout, onProgress?: Progress): Promise<PreparedDisk> {
+    async prepareDisk(spec: Smolfile, layout: MachineLayout, onProgress?: Progress, po: { speculative?: boolean } = {}): Promise<PreparedDisk> {
       onProgress?.(`resolving image ${spec.image}`);
       const sizeBytes = spec.disk ? spec.disk * 1024 * 1024 : undefined;
       const templateDir = path.join(dataPaths(home).cache, 'overlay-templates');
@@ -44,9 +44,9 @@ export function createQemuEngine(home: string, o: QemuEngineOptions = {}): Engin
         await createOverlay(a.base, layout.disk, { sizeBytes, templateDir });
         return { imageId: a.imageId };
       }
-      const img = await resolveImage(spec.image, assets, { log: onProgress });
+      const img = await resolveImage(spec.image, assets, { log: onProgress, speculative: po.speculative });
       await createOverlay(img.basePath, layout.disk, { sizeBytes, templateDir });
-      return { imageId: img.id };
+      return { imageId: img.id, imageConfirmed: img.confirmed };
     },
 
     async launch(spec: Smolfile, layout: MachineLayout, lo: LaunchOptions): Promise<number> {

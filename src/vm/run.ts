@@ -30,15 +30,27 @@ export async function runEphemeral(svc: MachineService, spec: Smolfile, req: Exe
   await checkPortsFree(spec.ports ?? [], o.name);
   // a missing secret fails here too; values are delivered after boot (and after any boot snapshot is saved)
   const secrets = resolveSecrets(mergeSecrets(spec.secrets, o.secrets));
-  const rec = await svc.create(spec, { ephemeral: true, name: o.name, onProgress: o.onProgress });
-  return runCreated(svc, rec, req, io, { ...o, resolved: secrets });
+  // a rootfs directory hashed before resolves on trust, and its stat walk runs while the machine boots
+  const rec = await svc.create(spec, { ephemeral: true, name: o.name, onProgress: o.onProgress, speculativeImage: true });
+  try {
+    return await runCreated(svc, rec, req, io, { ...o, resolved: secrets, imageConfirmed: rec.imageConfirmed });
+  } catch (err) {
+    if (!(err instanceof StaleImage)) throw err;
+    // the machine booted on the tree's last digest, the tree has changed since, and the command has not run
+    o.onProgress?.(`image ${spec.image} changed since it was last hashed: hashing it again`);
+    const fresh = await svc.create(spec, { ephemeral: true, name: o.name, onProgress: o.onProgress });
+    return runCreated(svc, fresh, req, io, { ...o, resolved: secrets });
+  }
 }
+
+/** Internal: the image a run booted was taken on trust and turned out stale; never reaches the user. */
+class StaleImage extends Error {}
 
 /**
  * Boot a created throwaway machine, run one command, then remove it (or, with `keep`, leave it stopped:
  * `smol run -d --no-rm`). A `smol machine stop` or `rm` of the machine meanwhile ends the command.
  */
-export async function runCreated(svc: MachineService, rec: MachineRecord, req: ExecRequest, io: ExecIo, o: RunOptions & { keep?: boolean; resolved?: ResolvedSecrets } = {}): Promise<ExecResult> {
+export async function runCreated(svc: MachineService, rec: MachineRecord, req: ExecRequest, io: ExecIo, o: RunOptions & { keep?: boolean; resolved?: ResolvedSecrets; imageConfirmed?: Promise<boolean> } = {}): Promise<ExecResult> {
   const spec = rec.spec;
   // `run -d`'s supervisor reads them here, from the environment it inherited from the CLI
   const secrets = o.resolved ?? resolveSecrets(mergeSecrets(spec.secrets, o.secrets));
@@ -49,6 +61,11 @@ export async function runCreated(svc: MachineService, rec: MachineRecord, req: E
   o.signal?.addEventListener('abort', kill, { once: true });
   try {
     const { ch, release } = await bootForRun(svc, rec, o).catch((err: unknown) => { throw o.signal?.aborted ? interrupted(o.signal) : err; });
+    if (o.imageConfirmed && !(await o.imageConfirmed)) {
+      ch.close();
+      release();
+      throw new StaleImage();
+    }
     const gpu = spec.gpu ? await attachGpu(ch, { home: svc.home }).catch(async (err) => { ch.close(); release(); throw err; }) : undefined;
     try {
       await deliverSecrets(ch, secrets, svc.store, rec);

@@ -23,7 +23,11 @@ import { removeStage, stopVirtiofsd, virtiofsdFiles, virtiofsdPid } from './volu
 
 export interface ServiceOptions { home: string; store: MachineStore; engine: Engine }
 
-export interface CreateOptions { name?: string; ephemeral?: boolean; parent?: string; onProgress?: Progress }
+export interface CreateOptions {
+  name?: string; ephemeral?: boolean; parent?: string; onProgress?: Progress;
+  /** Let the image resolve on trust and be checked meanwhile (PreparedDisk.imageConfirmed): `smol run` only. */
+  speculativeImage?: boolean;
+}
 
 export interface StartOptions {
   onProgress?: Progress;
@@ -60,7 +64,7 @@ export class MachineService {
   }
 
   /** Register a machine and build its disk. A failure removes everything it made. */
-  async create(spec: Smolfile, o: CreateOptions = {}): Promise<MachineRecord> {
+  async create(spec: Smolfile, o: CreateOptions = {}): Promise<MachineRecord & { imageConfirmed?: Promise<boolean> }> {
     checkVolumes(volumesOf(spec));
     refuseForkableVolumes(spec, spec.fork.enabled);
     const id = newMachineId();
@@ -73,10 +77,10 @@ export class MachineService {
     try {
       fs.mkdirSync(layout.dir, { recursive: true });
       const diskless = this.isDiskless(rec);
-      const { imageId } = diskless ? { imageId: 'default' } : await this.engine.prepareDisk(spec, layout, o.onProgress);
+      const { imageId, imageConfirmed } = diskless ? { imageId: 'default' } : await this.engine.prepareDisk(spec, layout, o.onProgress, { speculative: o.speculativeImage });
       // a persistent machine is nobody's once made; until then its creator's pid marks it half-made (reconcile.ts)
       this.store.update(id, { state: 'stopped', imageId, ...(o.ephemeral ? {} : { ownerPid: null }) });
-      return this.store.get(id);
+      return { ...this.store.get(id), imageConfirmed };
     } catch (err) {
       this.removeFiles(layout);
       this.store.delete(id);

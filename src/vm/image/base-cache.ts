@@ -25,21 +25,30 @@ export interface ResolvedImage {
   /** The image's own run settings (docker/OCI); empty for default and directories. */
   config: ImageRunConfig;
   tags: string[];
+  /** Only from a speculative resolve (resolveImage): whether the id taken on trust still holds. */
+  confirmed?: Promise<boolean>;
 }
 
 export const EMPTY_CONFIG: ImageRunConfig = { env: [], entrypoint: [], cmd: [], workingDir: '', user: '' };
 
 export interface Built { config: ImageRunConfig; tags: string[] }
 
+/** The built image `id`, or null: never builds. */
+export async function builtImage(home: string, id: string): Promise<ResolvedImage | null> {
+  const dir = path.join(dataPaths(home).images, id);
+  const meta = await readFile(path.join(dir, 'image.json'), 'utf8').catch(() => null);
+  return meta ? { ...(JSON.parse(meta) as Omit<ResolvedImage, 'basePath'>), basePath: path.join(dir, 'base.qcow2') } : null;
+}
+
 /**
  * Return the cached image or build it: `populate` fills a fresh rootfs (null: use `source` as the rootfs).
  * Everything happens in a temporary directory renamed into place, so a killed build leaves no cache entry.
  */
 export async function cached(home: string, id: string, kind: ImageKind, source: string, populate: ((root: string, work: string) => Promise<Built>) | null, log?: (line: string) => void, finalKind?: () => ImageKind): Promise<ResolvedImage> {
+  const hit = await builtImage(home, id);
+  if (hit) return hit;
   const dir = path.join(dataPaths(home).images, id);
   const metaPath = path.join(dir, 'image.json');
-  const meta = await readFile(metaPath, 'utf8').catch(() => null);
-  if (meta) return { ...(JSON.parse(meta) as Omit<ResolvedImage, 'basePath'>), basePath: path.join(dir, 'base.qcow2') };
   await mkdir(dataPaths(home).images, { recursive: true }).catch((e) => { throw mapFsError(e, 'creating the image cache'); });
   await sweepStaleTemps(dataPaths(home).images);
   const tmp = await mkdtemp(path.join(dataPaths(home).images, '.tmp-'));

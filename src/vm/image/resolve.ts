@@ -8,12 +8,12 @@ import path from 'node:path';
 import { dataPaths } from '../../util/paths.js';
 import { NotFoundError, ValidationError } from '../../errors/index.js';
 import { digestOf, fileDigest } from './digest.js';
-import { cachedTreeDigest } from './tree-digest-cache.js';
+import { cachedTreeDigest, speculativeTreeDigest } from './tree-digest-cache.js';
 import { isTarballRef, looksLikeImageReference } from '../../util/image-ref.js';
 import { applyLayer } from './layers.js';
 import { unpackImageTarball } from './tarball.js';
 import { BUSYBOX, writeBusyboxTree } from './tree.js';
-import { BUILDER_VERSION, EMPTY_CONFIG, cached, type ImageKind, type ResolvedImage } from './base-cache.js';
+import { BUILDER_VERSION, EMPTY_CONFIG, builtImage, cached, type ImageKind, type ResolvedImage } from './base-cache.js';
 import { resolveReference } from './pull.js';
 
 /** Bump when writeBusyboxTree writes something else (tree-2: no /etc/hosts, the init writes it). */
@@ -28,7 +28,18 @@ export async function defaultImageId(): Promise<string> {
   return `default-${digestOf(BUILDER_VERSION, BUSYBOX_TREE_VERSION, await fileDigest(BUSYBOX)).slice(0, 24)}`;
 }
 
-export async function resolveImage(ref: string, home: string, opts: { log?: (line: string) => void; offline?: boolean } = {}): Promise<ResolvedImage> {
+export interface ResolveOptions {
+  log?: (line: string) => void;
+  offline?: boolean;
+  /**
+   * A rootfs directory hashed before may resolve to its last digest at once, while its stat walk runs on
+   * another thread (`confirmed` on the result). Only when that digest's base disk is built: a base built from
+   * an unconfirmed tree could cache new content under the old id.
+   */
+  speculative?: boolean;
+}
+
+export async function resolveImage(ref: string, home: string, opts: ResolveOptions = {}): Promise<ResolvedImage> {
   if (ref === 'default') {
     const id = await defaultImageId();
     return cached(home, id, 'default', 'default', async (root) => {
@@ -48,8 +59,12 @@ export async function resolveImage(ref: string, home: string, opts: { log?: (lin
     });
   }
   if (st.isDirectory()) {
-    const id = `dir-${digestOf(BUILDER_VERSION, await cachedTreeDigest(abs, path.join(dataPaths(home).cache, 'tree-digests.json'))).slice(0, 24)}`;
-    return cached(home, id, 'directory', abs, null, opts.log);
+    const cacheFile = path.join(dataPaths(home).cache, 'tree-digests.json');
+    const idOf = (content: string) => `dir-${digestOf(BUILDER_VERSION, content).slice(0, 24)}`;
+    const guess = opts.speculative ? await speculativeTreeDigest(abs, cacheFile) : null;
+    const built = guess && (await builtImage(home, idOf(guess.content)));
+    if (built) return { ...built, confirmed: guess.confirm() };
+    return cached(home, idOf(await cachedTreeDigest(abs, cacheFile)), 'directory', abs, null, opts.log);
   }
   if (st.isFile() && isTarballRef(abs)) {
     const id = `tar-${digestOf(BUILDER_VERSION, await fileDigest(abs)).slice(0, 24)}`;

@@ -3,7 +3,7 @@ import os from 'node:os';
 import path from 'node:path';
 import { afterAll, describe, expect, it } from 'vitest';
 import { treeDigest } from '../../../../src/vm/image/digest.js';
-import { cachedTreeDigest } from '../../../../src/vm/image/tree-digest-cache.js';
+import { cachedTreeDigest, speculativeTreeDigest, statFingerprint, statFingerprintOffThread } from '../../../../src/vm/image/tree-digest-cache.js';
 
 const tmp = fs.mkdtempSync(path.join(os.tmpdir(), 'smol-tdc-'));
 afterAll(() => fs.rmSync(tmp, { recursive: true, force: true }));
@@ -45,5 +45,31 @@ describe('tree digests cached by stat fingerprint', () => {
       expect(after).not.toBe(before);
       expect(after).toBe(await treeDigest(tree));
     }
+  });
+});
+
+describe('speculative tree digests (checked on a worker thread)', () => {
+  it('the worker walks the tree exactly as the caller\'s thread does', async () => {
+    expect(await statFingerprintOffThread(tree)).toBe(statFingerprint(tree));
+    expect(await statFingerprintOffThread(path.join(tmp, 'no-such-dir'))).toBeNull();
+  });
+
+  it('answers null for a tree never hashed', async () => {
+    const other = path.join(tmp, 'never');
+    fs.mkdirSync(other);
+    expect(await speculativeTreeDigest(other, cache)).toBeNull();
+  });
+
+  it('gives the last digest at once, confirmed while the tree is unchanged and refuted after a change', async () => {
+    const digest = await cachedTreeDigest(tree, cache);
+    const ok = await speculativeTreeDigest(tree, cache);
+    expect(ok?.content).toBe(digest);
+    expect(await ok!.confirm()).toBe(true);
+    const stale = await speculativeTreeDigest(tree, cache);
+    fs.writeFileSync(path.join(tree, 'etc', 'conf'), 'cccc');
+    expect(stale?.content).toBe(digest);
+    expect(await stale!.confirm()).toBe(false);
+    // the full path then hashes the new content
+    expect(await cachedTreeDigest(tree, cache)).toBe(await treeDigest(tree));
   });
 });
