@@ -50,15 +50,23 @@ const portObjectSchema = z.object({
   protocol: z.enum(['tcp', 'udp']).default('tcp'),
 }).strict();
 
-/** A Smolfile `ports:` entry: "8080:80" (the -p form) or { host, guest, address?, protocol? }. */
-export const portSchema = z.union([z.string(), z.number()]).transform((v, ctx) => {
-  const r = parsePortSpec(String(v));
-  if (typeof r === 'string') {
+/**
+ * A Smolfile `ports:` entry: "8080:80" (the -p form) or { host, guest, address?, protocol? }. Dispatched by
+ * type rather than a zod union, whose failure says only "Invalid input" when no branch matches.
+ */
+export const portSchema = z.unknown().transform((v, ctx): PortMapping => {
+  if (typeof v === 'string' || typeof v === 'number') {
+    const r = parsePortSpec(String(v));
+    if (typeof r !== 'string') return r;
     ctx.addIssue({ code: 'custom', message: r });
     return z.NEVER;
   }
-  return r;
-}).or(portObjectSchema).transform((p): PortMapping => ({ address: p.address, host: p.host, guest: p.guest, protocol: p.protocol }));
+  const o = portObjectSchema.safeParse(v);
+  if (o.success) return { address: o.data.address, host: o.data.host, guest: o.data.guest, protocol: o.data.protocol };
+  for (const i of o.error.issues) ctx.addIssue({ code: 'custom', message: i.message, path: i.path });
+  if (typeof v !== 'object' || v === null) ctx.addIssue({ code: 'custom', message: 'expected "HOSTPORT:GUESTPORT" or { host, guest }' });
+  return z.NEVER;
+});
 
 /** Two mappings on one host port and protocol would fight over one socket. */
 export const portsSchema = z.array(portSchema).superRefine((ports, ctx) => {

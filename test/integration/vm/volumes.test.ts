@@ -140,6 +140,10 @@ describe('volumes over virtiofs (real QEMU and virtiofsd)', () => {
     expect(created.code, created.stderr).toBe(0);
     const status = json((await smol(['machine', 'status', 'pv', '--json'], { home })).stdout);
     expect(status.volumes).toEqual([{ host: path.join(proj, 'src'), guest: '/work', readonly: false }, { host: ro, guest: '/opt/ro', readonly: true }]);
+    const text = (await smol(['machine', 'status', 'pv'], { home })).stdout;
+    expect(text).toMatch(/^volumes +/m);
+    expect(text).toContain(` ${path.join(proj, 'src')}:/work ${ro}:/opt/ro:ro\n`);
+    expect(text).not.toContain('[object Object]');
     const id = status.id as string;
     expect((await smol(['machine', 'start', 'pv'], { home })).code).toBe(0);
     expect(virtiofsdOf(id).length).toBeGreaterThan(0);

@@ -34,6 +34,20 @@ describe('port mappings', () => {
     }
     expect(parseSmolfile('ports: ["8080:80", "8080:80/udp"]\n').ports).toHaveLength(2);
   });
+
+  it('names the exact fault of a bad entry, not zod\'s "Invalid input"', () => {
+    const issues = (text: string) => {
+      try {
+        parseSmolfile(text);
+      } catch (e) {
+        return (e as ValidationError).issues.map((i) => `${i.path}: ${i.message}`);
+      }
+      return expect.unreachable();
+    };
+    expect(issues('ports: ["99999:1"]\n')).toEqual(['Smolfile:1 ports.0: host port 99999 in "99999:1" is out of range (1-65535)']);
+    expect(issues('ports:\n  - { host: 8080, guest: 0 }\n')).toEqual(['Smolfile:2 ports.0.guest: guest must be 1-65535']);
+    expect(issues('ports: [true]\n').join()).toMatch(/ports\.0: .*HOSTPORT:GUESTPORT/);
+  });
 });
 
 describe('egress allow rules', () => {

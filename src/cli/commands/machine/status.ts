@@ -13,9 +13,10 @@ export function register(parent: Command): void {
       const svc = machineService();
       const v = machineView(svc, svc.refresh(svc.store.get(name)));
       if (opts.json) return printJson(v);
-      const { usage, ports, allow, detached, labels, secrets, ...rest } = v;
+      const { usage, ports, allow, detached, labels, secrets, volumes, ...rest } = v;
       for (const [k, val] of Object.entries(rest)) process.stdout.write(`${k.padEnd(12)} ${val ?? '-'}\n`);
       process.stdout.write(`${'ports'.padEnd(12)} ${ports.map(formatPort).join(' ') || '-'}\n`);
+      process.stdout.write(`${'volumes'.padEnd(12)} ${volumes.map((x) => `${x.host}:${x.guest}${x.readonly ? ':ro' : ''}`).join(' ') || '-'}\n`);
       process.stdout.write(`${'labels'.padEnd(12)} ${Object.entries(labels).map(([k, l]) => `${k}=${l}`).join(' ') || '-'}\n`);
       process.stdout.write(`${'secrets'.padEnd(12)} ${[...secrets.env.map((n) => `env:${n}`), ...secrets.files.map((n) => `file:${n}`)].join(' ') || '-'}\n`);
       process.stdout.write(`${'allow'.padEnd(12)} ${allow.join(' ') || (v.net ? 'all but the host and link-local' : '-')}\n`);
