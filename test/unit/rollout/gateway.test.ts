@@ -82,16 +82,18 @@ describe('inference gateway', () => {
   });
 
   it('answers overload with 429 and Retry-After, per rollout and overall', async () => {
-    up.setDelay(300);
+    // the upstream holds each batch long enough for every check below, on a loaded host too
+    up.setDelay(3000);
     await start({ maxOutstanding: 3, maxPerRollout: 2 }, { maxBatch: 8, windowMs: 5 });
+    const admitted = async (k: number) => { while (svc.stats().admission.outstanding < k) await new Promise((r) => setTimeout(r, 5)); };
     const a = [post(req()), post(req())];
-    await new Promise((r) => setTimeout(r, 50));
+    await admitted(2);
     const third = await post(req());
     expect(third.status).toBe(429);
     expect(Number(third.retryAfter)).toBeGreaterThanOrEqual(1);
     expect(third.body.status).toBe('overloaded');
     const otherRollout = post(req({ rolloutId: 'r2' }));
-    await new Promise((r) => setTimeout(r, 50));
+    await admitted(3);
     const overall = await post(req({ rolloutId: 'r3' }));
     expect(overall.status).toBe(429);
     expect((await Promise.all([...a, otherRollout])).map((x) => x.status)).toEqual([200, 200, 200]);
