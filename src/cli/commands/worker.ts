@@ -41,11 +41,14 @@ function faultsFromEnv(): { afterClaimMs?: number; afterOutputMs?: number } {
   return out;
 }
 
+/** Per minute, as `rollout stats` reports: a VM-isolated worker's few items per second read 0.0 and 0.1 per second. */
+const perMin = (perSecond: number) => (perSecond * 60).toFixed(1);
+
 function describe(e: WorkerEvent): string | null {
   switch (e.type) {
     case 'concurrency': {
       const s = e.step;
-      return `concurrency ${s.from}${s.to !== s.from ? ` → ${s.to}` : ''}: ${s.rate.toFixed(1)} items/s completed (best ${s.best.toFixed(1)}) — ${s.reason}`;
+      return `concurrency ${s.from}${s.to !== s.from ? ` → ${s.to}` : ''}: ${perMin(s.rate)} items/min completed (best ${perMin(s.best)}) — ${s.reason}`;
     }
     case 'failed': return `item ${e.itemId} attempt ${e.attempt} failed (${e.state}): ${e.error}`;
     case 'rejected': return `item ${e.itemId} attempt ${e.attempt}: ${e.op} rejected (${e.reason})`;
