@@ -131,7 +131,7 @@ describe('machine shell, exec -d and --stream', () => {
     expect(r.stderr).toBe('[box] e\n');
   });
 
-  it('pack run takes -e, -w, --cpus and --mem over the manifest', async () => {
+  it('pack run takes -e, -w, --cpus, --mem and secrets over the manifest', async () => {
     expect((await smol(['machine', 'stop', 'box'], { home })).code).toBe(0);
     const art = path.join(home, 'box.smolmachine');
     const p = await smol(['pack', 'create', '--from-vm', 'box', '-o', art], { home, timeoutMs: 120_000 });
@@ -141,6 +141,11 @@ describe('machine shell, exec -d and --stream', () => {
     const [first, mem] = r.stdout.split('\n');
     expect(first).toBe('v /tmp 2');
     expect(Number(/(\d+) kB/.exec(mem)![1])).toBeGreaterThan(256 * 1024); // more than the packed 256 MiB
+    // secrets reach a pack run's command as they reach smol run's, read from the host at the run
+    const sec = await smol(['pack', 'run', '--secret-env', 'SMOL_PACK_TOKEN', art, '--', 'sh', '-c', 'echo "$SMOL_PACK_TOKEN"'], { home, env: { SMOL_PACK_TOKEN: 'pack-secret-1' }, timeoutMs: 120_000 });
+    expect(sec.stdout, sec.stderr).toBe('pack-secret-1\n');
+    const missing = await smol(['pack', 'run', '--secret-env', 'SMOL_NO_SUCH_VAR', art, '--', 'true'], { home });
+    expect(missing.code).toBe(66);
     const bad = await smol(['pack', 'run', '--cpus', '0', art, '--', 'true'], { home });
     expect(bad.code).toBe(65);
     expect(bad.stderr).toMatch(/--cpus/);

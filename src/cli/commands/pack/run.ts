@@ -6,7 +6,7 @@ import { runEphemeral } from '../../../vm/run.js';
 import { mergeSpec } from '../../../smolfile/merge.js';
 import { machineService, progress } from '../../context.js';
 import { terminalIo } from '../../exec-io.js';
-import { addMachineOptionsNamed, addTerminalOptions, envFromList, machineFlagsSchema, parseFlags, terminalFlags, volumeLabels } from '../../machine-options.js';
+import { addMachineOptionsNamed, addTerminalOptions, envFromList, machineFlagsSchema, parseFlags, secretsFromFlags, terminalFlags, volumeLabels } from '../../machine-options.js';
 import { checkVolumes, parseVolumeFlag } from '../../../vm/volumes/spec.js';
 import { inspectArtifact } from '../../../artifact/index.js';
 import fs from 'node:fs';
@@ -14,7 +14,7 @@ import fs from 'node:fs';
 const packRunSchema = machineFlagsSchema.extend({ ...terminalFlags });
 
 /** What `smol run` takes, minus what an artifact fixes itself (its image; --forkable, -s and --gpu are run's). */
-const RUN_FLAGS = ['--cpus', '--mem', '--env', '--workdir', '--net', '--publish', '--allow', '--volume'] as const;
+const RUN_FLAGS = ['--cpus', '--mem', '--env', '--workdir', '--net', '--publish', '--allow', '--volume', '--secret-env', '--secret-file'] as const;
 
 const examples = `
 Examples:
@@ -23,6 +23,7 @@ Examples:
   $ smol pack run -e DEBUG=1 -w /srv --mem 1G app.smolmachine -- ./serve
   $ smol pack run -p 8080:80 app.smolmachine               # publish a guest port on 127.0.0.1:8080
   $ smol pack run -v ./data:/data:ro app.smolmachine -- ls /data
+  $ smol pack run --secret-env API_TOKEN app.smolmachine     # read from the host now, never stored
 `;
 
 /**
@@ -39,6 +40,7 @@ export function register(parent: Command): void {
     .addHelpText('after', examples)
     .action(async (file: string, command: string[], opts: unknown) => {
       const o = parseFlags(packRunSchema, opts);
+      const secrets = secretsFromFlags(opts);
       const abs = path.resolve(file);
       if (!fs.existsSync(abs)) throw new NotFoundError(`no such artifact: ${file}`);
       const { manifest } = await inspectArtifact(abs);
@@ -57,7 +59,7 @@ export function register(parent: Command): void {
       const p = progress();
       try {
         const res = await runEphemeral(svc, spec, { argv, tty: term.tty, rows: process.stdout.rows, cols: process.stdout.columns },
-          { ...term.io, onStart: (h) => { p.done(); term.io.onStart?.(h); } }, { signal: term.signal, onProgress: (m) => p.update(m) });
+          { ...term.io, onStart: (h) => { p.done(); term.io.onStart?.(h); } }, { signal: term.signal, onProgress: (m) => p.update(m), secrets });
         process.exitCode = exitCodeOf(res);
       } finally {
         p.done();
