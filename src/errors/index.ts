@@ -45,6 +45,15 @@ export class SmolError extends Error {
     this.where = detail.where;
     this.hint = detail.hint;
   }
+
+  /** The same error (class, code, where, cause) with one more line of hint. */
+  withHint(more: string): this {
+    const e = Object.create(Object.getPrototypeOf(this) as object) as this;
+    Object.assign(e, this, { hint: this.hint ? `${this.hint}\n      ${more}` : more });
+    Object.defineProperties(e, { message: { value: this.message }, stack: { value: this.stack } });
+    if (this.cause !== undefined) Object.defineProperty(e, 'cause', { value: this.cause });
+    return e;
+  }
 }
 
 /** The user asked for something that cannot work as asked (wrangler's UserError). */

@@ -6,7 +6,7 @@
 import { mkdir, stat, writeFile } from 'node:fs/promises';
 import path from 'node:path';
 import { dataPaths } from '../../util/paths.js';
-import { NotFoundError, ValidationError } from '../../errors/index.js';
+import { NotFoundError, SmolError, ValidationError } from '../../errors/index.js';
 import { digestOf, fileDigest } from './digest.js';
 import { cachedTreeDigest, speculativeTreeDigest } from './tree-digest-cache.js';
 import { isTarballRef, looksLikeImageReference } from '../../util/image-ref.js';
@@ -52,7 +52,13 @@ export async function resolveImage(ref: string, home: string, opts: ResolveOptio
   const st = await stat(abs).catch(() => null);
   if (!st) {
     // a registry reference pulls on first use (the cached pull otherwise: no network)
-    if (looksLikeImageReference(ref)) return resolveReference(ref, home, { log: opts.log, offline: opts.offline ?? process.env.SMOL_OFFLINE === '1' });
+    if (looksLikeImageReference(ref)) {
+      return resolveReference(ref, home, { log: opts.log, offline: opts.offline ?? process.env.SMOL_OFFLINE === '1' }).catch((err: unknown) => {
+        // `--image myrootfs` is a Docker Hub name too (as with docker): say that no such path was found either
+        if (!(err instanceof SmolError) || /[/:@]/.test(ref)) throw err;
+        throw err.withHint(`If you meant a rootfs directory or tarball: there is no ${abs}.`);
+      });
+    }
     throw new NotFoundError(`image ${JSON.stringify(ref)} not found`, {
       where: abs,
       hint: 'Pass `default`, a rootfs directory, a docker-save/OCI .tar file, or a registry reference such as debian:bookworm.',

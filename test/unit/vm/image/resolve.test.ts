@@ -29,6 +29,11 @@ describe('resolveImage', () => {
     expect(err).toBeInstanceOf(NotFoundError);
     expect(err.message).toContain('docker.io/library/alpine:3.20 is not in the local image cache');
     expect(err.hint).toMatch(/smol image pull alpine:3.20/);
+    // a bare name may be a mistyped path as well as a Docker Hub name: the hint says which path was not there
+    const bare = await resolveImage('myrootfs', home, { offline: true }).catch((e: unknown) => e) as NotFoundError;
+    expect(bare).toBeInstanceOf(NotFoundError);
+    expect(bare.hint).toContain(`there is no ${path.resolve('myrootfs')}`);
+    expect(err.hint).not.toMatch(/rootfs directory/);
     writeFileSync(path.join(tmp, 'notes.txt'), 'x');
     await expect(resolveImage(path.join(tmp, 'notes.txt'), home)).rejects.toBeInstanceOf(ValidationError);
   });
