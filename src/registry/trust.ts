@@ -1,0 +1,69 @@
+/**
+ * Which TLS certificates smol trusts for a registry, the way Docker does plus what Node users expect:
+ *  - `$SMOL_HOME/certs.d/HOST[:PORT]/` and `/etc/docker/certs.d/HOST[:PORT]/` (Docker's layout): every
+ *    `*.crt` is a CA added to the trusted roots; a `NAME.cert` + `NAME.key` pair is a client certificate;
+ *  - `SSL_CERT_FILE` (as OpenSSL and Go read it): a CA bundle that replaces Node's built-in roots;
+ *  - `NODE_EXTRA_CA_CERTS` (as Node reads it): CAs added to the roots.
+ * Nothing configured: Node's defaults (no `ca` option at all).
+ */
+import { readdir, readFile } from 'node:fs/promises';
+import path from 'node:path';
+import tls from 'node:tls';
+import { ExitCode, SmolError } from '../errors/index.js';
+import { smolHome } from '../util/paths.js';
+
+export const DOCKER_CERTS_D = '/etc/docker/certs.d';
+
+export const certsDirs = (host: string, env: NodeJS.ProcessEnv = process.env): string[] =>
+  [path.join(smolHome(env), 'certs.d', host), path.join(env.SMOL_DOCKER_CERTS_D ?? DOCKER_CERTS_D, host)];
+
+export interface Trust { options: tls.ConnectionOptions; sources: string[] }
+
+const read = (f: string) => readFile(f, 'utf8').catch((e: NodeJS.ErrnoException) => {
+  throw new SmolError(`cannot read the certificate file ${f}: ${e.code ?? e.message}`, ExitCode.prerequisite, { where: f, hint: 'Fix or remove the file.' });
+});
+
+/** TLS options for talking to these hosts (a registry and, for its tokens, its auth realm). */
+export async function trustFor(hosts: string[], env: NodeJS.ProcessEnv = process.env): Promise<Trust> {
+  const extra: string[] = [];
+  const sources: string[] = [];
+  const options: tls.ConnectionOptions = {};
+  for (const host of hosts) {
+    for (const dir of certsDirs(host, env)) {
+      const names = (await readdir(dir).catch(() => [] as string[])).sort();
+      for (const n of names.filter((x) => x.endsWith('.crt'))) { extra.push(await read(path.join(dir, n))); sources.push(path.join(dir, n)); }
+      const cert = names.find((x) => x.endsWith('.cert'));
+      if (cert && !options.cert) {
+        const key = `${cert.slice(0, -5)}.key`;
+        if (!names.includes(key)) throw new SmolError(`${path.join(dir, cert)} has no matching ${key}`, ExitCode.prerequisite, { where: dir, hint: 'A client certificate NAME.cert needs its key as NAME.key beside it (as for Docker).' });
+        options.cert = await read(path.join(dir, cert));
+        options.key = await read(path.join(dir, key));
+        sources.push(path.join(dir, cert));
+      }
+    }
+  }
+  const bundle = env.SSL_CERT_FILE;
+  const nodeExtra = env.NODE_EXTRA_CA_CERTS;
+  if (nodeExtra) { extra.push(await read(nodeExtra)); sources.push(nodeExtra); }
+  if (bundle || extra.length) {
+    const roots = bundle ? [await read(bundle)] : [...tls.rootCertificates];
+    if (bundle) sources.unshift(bundle);
+    options.ca = [...roots, ...extra];
+  }
+  return { options, sources };
+}
+
+const UNTRUSTED = new Set([
+  'UNABLE_TO_VERIFY_LEAF_SIGNATURE', 'UNABLE_TO_GET_ISSUER_CERT', 'UNABLE_TO_GET_ISSUER_CERT_LOCALLY', 'SELF_SIGNED_CERT_IN_CHAIN',
+  'DEPTH_ZERO_SELF_SIGNED_CERT', 'CERT_UNTRUSTED', 'CERT_SIGNATURE_FAILURE', 'CERT_HAS_EXPIRED', 'CERT_NOT_YET_VALID', 'ERR_TLS_CERT_ALTNAME_INVALID',
+]);
+
+/** A certificate the client refused: exit 69 with how to trust the registry; null for other errors. */
+export function tlsTrustError(err: unknown, registry: string, what: string, env: NodeJS.ProcessEnv = process.env): SmolError | null {
+  const code = (err as NodeJS.ErrnoException | undefined)?.code;
+  if (!code || !UNTRUSTED.has(code)) return null;
+  return new SmolError(`${what} failed: the TLS certificate of ${registry} is not trusted (${code}: ${(err as Error).message})`, ExitCode.prerequisite, {
+    cause: err, where: registry,
+    hint: `Trust the registry's CA as Docker does: put it at ${path.join(certsDirs(registry, env)[0], 'ca.crt')} (or ${path.join(certsDirs(registry, env)[1], 'ca.crt')}), or name it in NODE_EXTRA_CA_CERTS; use --plain-http only for a registry that really serves HTTP.`,
+  });
+}
