@@ -14,7 +14,7 @@ import { findCredentials, parseWwwAuthenticate, type Challenge, type Credentials
 import { TransferError, getBlob } from './blob-get.js';
 import { httpRequest, type SmallRequest, type SmallResponse } from './http-get.js';
 import { registryBaseUrl } from './reference.js';
-import { tlsTrustError, trustFor } from './trust.js';
+import { speaksTls, tlsTrustError, trustFor } from './trust.js';
 
 const MAX_MANIFEST = 4 << 20;
 const CHUNK = 32 << 20;
@@ -35,20 +35,20 @@ export class RegistryAuthError extends SmolError {
 }
 
 export class RegistryClient {
-  readonly base: string;
   private readonly tokens = new Map<string, string>();
   private useBasic = false;
 
-  private constructor(readonly registry: string, apiHost: string, private readonly creds: Credentials | null, private readonly tls: tls.ConnectionOptions, private readonly env: NodeJS.ProcessEnv, opts: ClientOptions) {
-    this.base = registryBaseUrl(apiHost, opts);
-  }
+  private constructor(readonly registry: string, readonly base: string, private readonly creds: Credentials | null, private readonly tls: tls.ConnectionOptions, private readonly env: NodeJS.ProcessEnv) {}
 
   /** A client for `registry` (as named in references), with stored credentials unless given. */
   static async open(registry: string, apiHost: string, opts: ClientOptions = {}): Promise<RegistryClient> {
     const env = opts.env ?? process.env;
     const creds = opts.credentials !== undefined ? opts.credentials : await findCredentials(registry, env);
     const trust = await trustFor([...new Set([registry, apiHost])], env);
-    return new RegistryClient(registry, apiHost, creds, trust.options, env, opts);
+    let base = registryBaseUrl(apiHost, { plainHttp: opts.plainHttp, env });
+    // loopback and listed registries: HTTPS when they speak TLS (Docker tries HTTPS first too), else HTTP
+    if (!opts.plainHttp && base.startsWith('http:') && await speaksTls(apiHost, trust.options)) base = `https://${apiHost}`;
+    return new RegistryClient(registry, base, creds, trust.options, env);
   }
 
   private authorization(scope: string): string | undefined {

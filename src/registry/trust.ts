@@ -67,3 +67,20 @@ export function tlsTrustError(err: unknown, registry: string, what: string, env:
     hint: `Trust the registry's CA as Docker does: put it at ${path.join(certsDirs(registry, env)[0], 'ca.crt')} (or ${path.join(certsDirs(registry, env)[1], 'ca.crt')}), or name it in NODE_EXTRA_CA_CERTS; use --plain-http only for a registry that really serves HTTP.`,
   });
 }
+
+/**
+ * Whether `host[:port]` answers a TLS handshake: how a loopback or listed-insecure registry is reached
+ * (HTTPS when it speaks TLS, else HTTP, as Docker decides). A certificate smol does not trust still
+ * counts as TLS: the request that follows fails with how to trust it, never silently falls back.
+ */
+export function speaksTls(hostPort: string, options: tls.ConnectionOptions, timeoutMs = 3000): Promise<boolean> {
+  const u = new URL(`https://${hostPort}`);
+  const host = u.hostname.replace(/^\[|\]$/g, '');
+  return new Promise((resolve) => {
+    const s = tls.connect({ ...options, host, port: Number(u.port || 443), servername: /^[\d.]+$|:/.test(host) ? undefined : host });
+    const done = (v: boolean) => { s.destroy(); resolve(v); };
+    s.setTimeout(timeoutMs, () => done(false));
+    s.once('secureConnect', () => done(true));
+    s.once('error', (e: NodeJS.ErrnoException) => done(UNTRUSTED.has(e.code ?? '')));
+  });
+}
