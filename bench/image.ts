@@ -63,6 +63,8 @@ async function main(): Promise<void> {
     const mibs = (ms: number) => bytes / MiB / (ms / 1000);
 
     const inProc: number[] = [];
+    const inProcCpu: number[] = [];
+    const load0 = os.loadavg()[0];
     const viaCli: number[] = [];
     const curl: number[] = [];
     const cliCpu: number[] = [];
@@ -70,14 +72,17 @@ async function main(): Promise<void> {
     for (let i = 0; i < (only === 'run' ? 0 : RUNS); i++) {
       const a = path.join(tmp, `pull-${i}`);
       const t0 = performance.now();
+      const c0 = process.cpuUsage();
       await pullImage(ref, a, { build: false });
       inProc.push(performance.now() - t0);
+      const c = process.cpuUsage(c0);
+      inProcCpu.push((c.user + c.system) / 1000);
       await rm(a, { recursive: true, force: true });
       const c1 = timed(process.execPath, [smolBin, 'image', 'pull', '--no-build', ref], { ...process.env, SMOL_ASSETS: a });
       viaCli.push(c1.ms);
       cliCpu.push(c1.cpuMs);
       await rm(a, { recursive: true, force: true });
-      const out = path.join(tmp, `curl-${i}`);
+      const out = path.join(tmp, `curl-${i}`); // curl last, the CLI and in-process pulls before it: A, B, C, A, B, C
       await mkdir(out);
       const args = ['-sf', '-H', `Accept: ${pushed.mediaType}`, '-o', path.join(out, 'manifest'), `${reg.url}/v2/bench/img/manifests/v1`];
       for (const b of blobs) args.push('-o', path.join(out, b.digest.slice(7)), `${reg.url}/v2/bench/img/blobs/${b.digest}`);
@@ -92,9 +97,11 @@ async function main(): Promise<void> {
       { metric: 'pull, CLI (smol image pull --no-build)', unit: 'MiB/s', value: mibs(median(viaCli)), baseline: mibs(median(curl)), baselineLabel: 'curl', target: '>= 0.70x' },
       { metric: 'pull, CLI wall time', unit: 'ms', value: median(viaCli), baseline: median(curl), baselineLabel: 'curl' },
       { metric: 'pull, CLI CPU time (user+sys)', unit: 'ms', value: median(cliCpu), baseline: median(curlCpu), baselineLabel: 'curl' },
+      { metric: 'pull, in process CPU time (user+sys)', unit: 'ms', value: median(inProcCpu), baseline: median(curlCpu), baselineLabel: 'curl' },
     ];
+    const loadPull = `load ${load0.toFixed(1)} -> ${os.loadavg()[0].toFixed(1)}`;
     if (only !== 'pull') rows.push(...(await runRows(ref, assets, tmp)));
-    printRows(`image pulls (${RUNS} runs; loopback docker-registry)`, rows);
+    printRows(`image pulls (${RUNS} runs interleaved; loopback docker-registry; pulls at ${only === 'run' ? '-' : loadPull}, end load ${os.loadavg()[0].toFixed(1)})`, rows);
   } finally {
     await reg.stop();
     await rm(tmp, { recursive: true, force: true });
