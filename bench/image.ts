@@ -11,7 +11,7 @@
  */
 import { spawnSync } from 'node:child_process';
 import { randomBytes } from 'node:crypto';
-import { mkdir, mkdtemp, rm, symlink, writeFile } from 'node:fs/promises';
+import { copyFile, mkdir, mkdtemp, rm, symlink, writeFile } from 'node:fs/promises';
 import os from 'node:os';
 import path from 'node:path';
 import { fileURLToPath } from 'node:url';
@@ -20,7 +20,7 @@ import { applyLayer } from '../src/vm/image/layers.js';
 import { blobPath } from '../src/vm/image/store.js';
 import { layers } from '../test/fixtures/images/make-image-tarballs.js';
 import { pushImage } from '../test/helpers/oci-push.js';
-import { hasRegistry, startRegistry } from '../test/helpers/registry.js';
+import { hasRegistry, makeTlsCerts, startRegistry } from '../test/helpers/registry.js';
 import { benchHome, quickMode, requireGuest } from './env.js';
 import { median, printRows, type Row } from './stats.js';
 
@@ -100,12 +100,50 @@ async function main(): Promise<void> {
       { metric: 'pull, in process CPU time (user+sys)', unit: 'ms', value: median(inProcCpu), baseline: median(curlCpu), baselineLabel: 'curl' },
     ];
     const loadPull = `load ${load0.toFixed(1)} -> ${os.loadavg()[0].toFixed(1)}`;
-    if (only !== 'pull') rows.push(...(await runRows(ref, assets, tmp)));
+    const runR = only === 'pull' ? [] : await runRows(ref, assets, tmp);
+    // last: the HTTPS registry shares the first one's storage and removes it when it stops
+    const tlsR = only === 'run' ? [] : await httpsRows(reg.dir, pushed.layers.map((l) => l.digest), mibs, tmp);
+    rows.push(...tlsR, ...runR);
     printRows(`image pulls (${RUNS} runs interleaved; loopback docker-registry; pulls at ${only === 'run' ? '-' : loadPull}, end load ${os.loadavg()[0].toFixed(1)})`, rows);
   } finally {
     await reg.stop();
     await rm(tmp, { recursive: true, force: true });
     if (ownHome) await rm(home, { recursive: true, force: true });
+  }
+}
+
+/**
+ * The same image over HTTPS: a second docker-registry with a test CA's certificate on the same storage,
+ * trusted through $SMOL_HOME/certs.d; pullImage vs `curl --cacert` of the same blobs, interleaved.
+ */
+async function httpsRows(storage: string, layerDigests: string[], mibs: (ms: number) => number, tmp: string): Promise<Row[]> {
+  const certsDir = path.join(tmp, 'certs');
+  await mkdir(certsDir);
+  const tlsReg = await startRegistry({ dir: storage, tls: await makeTlsCerts(certsDir) });
+  try {
+    const home = path.join(tmp, 'tls-home');
+    await mkdir(path.join(home, 'certs.d', tlsReg.host), { recursive: true });
+    await copyFile(path.join(certsDir, 'ca.crt'), path.join(home, 'certs.d', tlsReg.host, 'ca.crt'));
+    const env = { ...process.env, SMOL_HOME: home };
+    const ref = `${tlsReg.host}/bench/img:v1`;
+    const smolMs: number[] = [];
+    const curlMs: number[] = [];
+    for (let i = 0; i < RUNS; i++) {
+      const a = path.join(tmp, `tls-pull-${i}`);
+      const t0 = performance.now();
+      const r = await pullImage(ref, a, { build: false, env });
+      smolMs.push(performance.now() - t0);
+      await rm(a, { recursive: true, force: true });
+      const out = path.join(tmp, `tls-curl-${i}`);
+      await mkdir(out);
+      const args = ['-sf', '--cacert', path.join(certsDir, 'ca.crt')];
+      for (const d of [r.manifestDigest, ...layerDigests]) args.push('-o', path.join(out, d.slice(7)), `${tlsReg.url}/v2/bench/img/${d === r.manifestDigest ? 'manifests' : 'blobs'}/${d}`);
+      curlMs.push(timed('curl', args).ms);
+      await rm(out, { recursive: true, force: true });
+    }
+    return [{ metric: 'pull over HTTPS, in process (test CA)', unit: 'MiB/s', value: mibs(median(smolMs)), baseline: mibs(median(curlMs)), baselineLabel: 'curl', target: '>= 0.70x' }];
+  } finally {
+    await tlsReg.stop();
   }
 }
 
