@@ -67,9 +67,18 @@ const UNTRUSTED = new Set([
   'DEPTH_ZERO_SELF_SIGNED_CERT', 'CERT_UNTRUSTED', 'CERT_SIGNATURE_FAILURE', 'CERT_HAS_EXPIRED', 'CERT_NOT_YET_VALID', 'ERR_TLS_CERT_ALTNAME_INVALID',
 ]);
 
-/** A certificate the client refused: exit 69 with how to trust the registry; null for other errors. */
+/** Alerts a server sends when it wants a client certificate it did not get (or does not accept). */
+const CLIENT_CERT_REFUSED = new Set(['ERR_SSL_SSLV3_ALERT_BAD_CERTIFICATE', 'ERR_SSL_TLSV13_ALERT_CERTIFICATE_REQUIRED', 'ERR_SSL_TLSV1_ALERT_UNKNOWN_CA', 'ERR_SSL_SSLV3_ALERT_CERTIFICATE_UNKNOWN']);
+
+/** A certificate the client refused, or a server that refused ours: exit 69 with how to fix it; null for other errors. */
 export function tlsTrustError(err: unknown, registry: string, what: string, env: NodeJS.ProcessEnv = process.env): SmolError | null {
   const code = (err as NodeJS.ErrnoException | undefined)?.code;
+  if (code && CLIENT_CERT_REFUSED.has(code)) {
+    return new SmolError(`${what} failed: ${registry} refused the TLS handshake: it wants a client certificate smol did not present or it does not accept (${code})`, ExitCode.prerequisite, {
+      cause: err, where: registry,
+      hint: `Put the client certificate and its key at ${path.join(certsDirs(registry, env)[0], 'client.cert')} and client.key (or in ${certsDirs(registry, env)[1]}), as for Docker.`,
+    });
+  }
   if (!code || !UNTRUSTED.has(code)) return null;
   return new SmolError(`${what} failed: the TLS certificate of ${registry} is not trusted (${code}: ${(err as Error).message})`, ExitCode.prerequisite, {
     cause: err, where: registry,

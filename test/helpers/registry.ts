@@ -39,7 +39,16 @@ export async function makeTlsCerts(dir: string): Promise<{ caFile: string; certF
   return { caFile: f('ca.crt'), certFile: f('server.crt'), keyFile: f('server.key') };
 }
 
-export async function startRegistry(o: { auth?: RegistryAuth; dir?: string; tls?: { certFile: string; keyFile: string; caFile: string } } = {}): Promise<TestRegistry> {
+/** A client certificate signed by the CA of makeTlsCerts (for a registry that asks for one). */
+export async function makeClientCert(dir: string): Promise<{ certFile: string; keyFile: string }> {
+  const f = (n: string) => path.join(dir, n);
+  await run('openssl', ['req', '-newkey', 'rsa:2048', '-nodes', '-keyout', f('client.key'), '-out', f('client.csr'), '-subj', '/CN=smol test client']);
+  await writeFile(f('client.ext'), 'extendedKeyUsage=clientAuth\n');
+  await run('openssl', ['x509', '-req', '-in', f('client.csr'), '-CA', f('ca.crt'), '-CAkey', f('ca.key'), '-CAcreateserial', '-out', f('client.cert'), '-days', '1', '-extfile', f('client.ext')]);
+  return { certFile: f('client.cert'), keyFile: f('client.key') };
+}
+
+export async function startRegistry(o: { auth?: RegistryAuth; dir?: string; tls?: { certFile: string; keyFile: string; caFile: string; /** require client certificates signed by this CA */ clientCaFile?: string } } = {}): Promise<TestRegistry> {
   const dir = o.dir ?? await mkdtemp(path.join(os.tmpdir(), 'smol-registry-'));
   const port = await freePort();
   const config = path.join(dir, 'config.yml');
@@ -55,6 +64,7 @@ export async function startRegistry(o: { auth?: RegistryAuth; dir?: string; tls?
     'http:',
     `  addr: 127.0.0.1:${port}`,
     ...(o.tls ? ['  tls:', `    certificate: ${o.tls.certFile}`, `    key: ${o.tls.keyFile}`] : []),
+    ...(o.tls?.clientCaFile ? ['    clientcas:', `      - ${o.tls.clientCaFile}`] : []),
     ...(o.auth && 'htpasswd' in o.auth ? ['auth:', '  htpasswd:', '    realm: smol-test', `    path: ${o.auth.htpasswd}`] : []),
     ...(o.auth && 'token' in o.auth ? ['auth:', '  token:', `    realm: ${o.auth.token.realm}`, `    service: ${o.auth.token.service}`, `    issuer: ${o.auth.token.issuer}`, `    rootcertbundle: ${o.auth.token.certFile}`] : []),
     '',
@@ -73,7 +83,8 @@ export async function startRegistry(o: { auth?: RegistryAuth; dir?: string; tls?
   const deadline = Date.now() + 15_000;
   for (;;) {
     const ok = await new Promise<boolean>((resolve) => {
-      (o.tls ? https : http).get(`${url}/v2/`, { ca }, (r) => { r.resume(); resolve(r.statusCode === 200 || r.statusCode === 401); }).on('error', () => resolve(false));
+      (o.tls ? https : http).get(`${url}/v2/`, { ca }, (r) => { r.resume(); resolve(r.statusCode === 200 || r.statusCode === 401); })
+        .on('error', (e: NodeJS.ErrnoException) => resolve(Boolean(o.tls?.clientCaFile) && /ALERT|ECONNRESET/.test(`${e.code}`))); // up, wants a client certificate
     });
     if (ok) break;
     if (child.exitCode !== null || Date.now() > deadline) {

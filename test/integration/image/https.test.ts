@@ -11,7 +11,7 @@ import path from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { smol } from '../../helpers/cli.js';
 import { filesLayer, pushImage, type PushedImage } from '../../helpers/oci-push.js';
-import { hasRegistry, makeTlsCerts, startRegistry, type TestRegistry } from '../../helpers/registry.js';
+import { hasRegistry, makeClientCert, makeTlsCerts, startRegistry, type TestRegistry } from '../../helpers/registry.js';
 import { startTokenServer, type TokenServer } from '../../helpers/registry-auth.js';
 
 const have = hasRegistry() && existsSync('/usr/bin/openssl');
@@ -112,5 +112,28 @@ describe.skipIf(!have)(`registries over HTTPS${why}`, () => {
     expect(r.code, r.stderr).toBe(0);
     expect(tokens.issued.length).toBeGreaterThan(before);
     expect(tokens.issued.slice(before)).toContain('repository:tls/private:pull');
+  });
+
+  it('presents a client certificate from certs.d (NAME.cert + NAME.key) to a registry that requires one', async () => {
+    const client = await makeClientCert(path.join(tmp, 'certs'));
+    await mkdir(path.join(tmp, 'mtls-reg'));
+    const mtls = await startRegistry({ dir: path.join(tmp, 'mtls-reg'), tls: { ...certs, clientCaFile: certs.caFile } });
+    try {
+      const home = path.join(tmp, 'home-mtls');
+      await trust(home, mtls.host);
+      const a = assets();
+      const refused = await cli(['image', 'pull', '--no-build', `${mtls.host}/tls/img:v1`], home, a);
+      expect(refused.code, refused.stderr).toBe(69);
+      expect(refused.stderr).toContain(`${mtls.host} refused the TLS handshake: it wants a client certificate`);
+      expect(refused.stderr).toContain(path.join(home, 'certs.d', mtls.host, 'client.cert'));
+      await copyFile(client.certFile, path.join(home, 'certs.d', mtls.host, 'client.cert'));
+      await copyFile(client.keyFile, path.join(home, 'certs.d', mtls.host, 'client.key'));
+      await pushImage(mtls.host, 'tls/img', 'v1', [filesLayer({ 'etc/hello': 'mutual\n' })], { env: { ...process.env, SMOL_HOME: home } });
+      const r = await cli(['image', 'pull', '--no-build', '--json', `${mtls.host}/tls/img:v1`], home, a);
+      expect(r.code, r.stderr).toBe(0);
+      expect(JSON.parse(r.stdout).fetchedBlobs).toBe(2);
+    } finally {
+      await mtls.stop();
+    }
   });
 });
