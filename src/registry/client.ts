@@ -214,13 +214,19 @@ export class RegistryClient {
     try {
       fd = openSync(tmp, 'wx', 0o644);
       const file = fd;
+      let sinkError: unknown; // a full disk is ENOSPC (73), not a network failure: keep what the sink threw
       await this.blobGet(repo, digest, o.what, (chunk) => {
-        got += chunk.length;
-        if (size !== undefined && got > size) throw new ArtifactError(`${o.what} failed: blob ${digest} is larger than the ${size} bytes its manifest declares; it was deleted`, { where: digest });
-        h.update(chunk);
-        for (let off = 0; off < chunk.length;) off += writeSync(file, chunk, off);
-        o.onBytes?.(chunk.length);
-      });
+        try {
+          got += chunk.length;
+          if (size !== undefined && got > size) throw new ArtifactError(`${o.what} failed: blob ${digest} is larger than the ${size} bytes its manifest declares; it was deleted`, { where: digest });
+          h.update(chunk);
+          for (let off = 0; off < chunk.length;) off += writeSync(file, chunk, off);
+          o.onBytes?.(chunk.length);
+        } catch (e) {
+          sinkError = e;
+          throw e;
+        }
+      }).catch((e: unknown) => { throw sinkError ?? e; });
       closeSync(fd);
       fd = -1;
       const actual = `sha256:${h.digest('hex')}`;
