@@ -23,6 +23,13 @@ const read = (f: string) => readFile(f, 'utf8').catch((e: NodeJS.ErrnoException)
   throw new SmolError(`cannot read the certificate file ${f}: ${e.code ?? e.message}`, ExitCode.prerequisite, { where: f, hint: 'Fix or remove the file.' });
 });
 
+/** A CA file: OpenSSL skips text that is not a PEM certificate without a word, so say it here. */
+async function readPem(f: string): Promise<string> {
+  const text = await read(f);
+  if (!text.includes('-----BEGIN CERTIFICATE-----')) throw new SmolError(`${f} holds no PEM certificate (-----BEGIN CERTIFICATE-----)`, ExitCode.prerequisite, { where: f, hint: 'Convert it to PEM (openssl x509 -inform der -in FILE -out ca.crt), or remove it.' });
+  return text;
+}
+
 /** TLS options for talking to these hosts (a registry and, for its tokens, its auth realm). */
 export async function trustFor(hosts: string[], env: NodeJS.ProcessEnv = process.env): Promise<Trust> {
   const extra: string[] = [];
@@ -31,7 +38,7 @@ export async function trustFor(hosts: string[], env: NodeJS.ProcessEnv = process
   for (const host of hosts) {
     for (const dir of certsDirs(host, env)) {
       const names = (await readdir(dir).catch(() => [] as string[])).sort();
-      for (const n of names.filter((x) => x.endsWith('.crt'))) { extra.push(await read(path.join(dir, n))); sources.push(path.join(dir, n)); }
+      for (const n of names.filter((x) => x.endsWith('.crt'))) { extra.push(await readPem(path.join(dir, n))); sources.push(path.join(dir, n)); }
       const cert = names.find((x) => x.endsWith('.cert'));
       if (cert && !options.cert) {
         const key = `${cert.slice(0, -5)}.key`;
@@ -44,9 +51,11 @@ export async function trustFor(hosts: string[], env: NodeJS.ProcessEnv = process
   }
   const bundle = env.SSL_CERT_FILE;
   const nodeExtra = env.NODE_EXTRA_CA_CERTS;
-  if (nodeExtra) { extra.push(await read(nodeExtra)); sources.push(nodeExtra); }
+  // as Node does: an unreadable NODE_EXTRA_CA_CERTS is skipped (Node warns about it at start-up), not fatal
+  const nodeExtraPem = nodeExtra ? await readPem(nodeExtra).catch(() => null) : null;
+  if (nodeExtraPem) { extra.push(nodeExtraPem); sources.push(nodeExtra!); }
   if (bundle || extra.length) {
-    const roots = bundle ? [await read(bundle)] : [...tls.rootCertificates];
+    const roots = bundle ? [await readPem(bundle)] : [...tls.rootCertificates];
     if (bundle) sources.unshift(bundle);
     options.ca = [...roots, ...extra];
   }

@@ -91,11 +91,13 @@ describe.skipIf(!have)(`registries over HTTPS${why}`, () => {
     expect(JSON.parse(j.stderr).error.hint).toContain('NODE_EXTRA_CA_CERTS');
   });
 
-  it('trusts a CA named by NODE_EXTRA_CA_CERTS, as Node does', async () => {
-    const a = assets();
-    const r = await cli(['image', 'pull', '--no-build', `${reg.host}/tls/img:v1`], untrusted, a, { NODE_EXTRA_CA_CERTS: certs.caFile });
-    expect(r.code, r.stderr).toBe(0);
-    expect((await blobFiles(a)).length).toBe(4); // manifest, config, 2 layers
+  it('trusts a CA named by NODE_EXTRA_CA_CERTS (added to the roots) or SSL_CERT_FILE (the whole bundle)', async () => {
+    for (const v of ['NODE_EXTRA_CA_CERTS', 'SSL_CERT_FILE']) {
+      const a = assets();
+      const r = await cli(['image', 'pull', '--no-build', `${reg.host}/tls/img:v1`], untrusted, a, { [v]: certs.caFile });
+      expect(r.code, `${v}: ${r.stderr}`).toBe(0);
+      expect((await blobFiles(a)).length).toBe(4); // manifest, config, 2 layers
+    }
   });
 
   it('token auth over HTTPS: anonymous is refused (69); after `smol registry login` the pull works', async () => {
