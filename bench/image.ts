@@ -11,7 +11,7 @@
  */
 import { spawnSync } from 'node:child_process';
 import { randomBytes } from 'node:crypto';
-import { mkdir, mkdtemp, rm, symlink, writeFile } from 'node:fs/promises';
+import { copyFile, mkdir, mkdtemp, rm, symlink, writeFile } from 'node:fs/promises';
 import os from 'node:os';
 import path from 'node:path';
 import { fileURLToPath } from 'node:url';
@@ -20,7 +20,7 @@ import { applyLayer } from '../src/vm/image/layers.js';
 import { blobPath } from '../src/vm/image/store.js';
 import { layers } from '../test/fixtures/images/make-image-tarballs.js';
 import { pushImage } from '../test/helpers/oci-push.js';
-import { hasRegistry, startRegistry } from '../test/helpers/registry.js';
+import { hasRegistry, makeTlsCerts, startRegistry } from '../test/helpers/registry.js';
 import { benchHome, quickMode, requireGuest } from './env.js';
 import { median, printRows, type Row } from './stats.js';
 
@@ -63,6 +63,8 @@ async function main(): Promise<void> {
     const mibs = (ms: number) => bytes / MiB / (ms / 1000);
 
     const inProc: number[] = [];
+    const inProcCpu: number[] = [];
+    const load0 = os.loadavg()[0];
     const viaCli: number[] = [];
     const curl: number[] = [];
     const cliCpu: number[] = [];
@@ -70,14 +72,17 @@ async function main(): Promise<void> {
     for (let i = 0; i < (only === 'run' ? 0 : RUNS); i++) {
       const a = path.join(tmp, `pull-${i}`);
       const t0 = performance.now();
+      const c0 = process.cpuUsage();
       await pullImage(ref, a, { build: false });
       inProc.push(performance.now() - t0);
+      const c = process.cpuUsage(c0);
+      inProcCpu.push((c.user + c.system) / 1000);
       await rm(a, { recursive: true, force: true });
       const c1 = timed(process.execPath, [smolBin, 'image', 'pull', '--no-build', ref], { ...process.env, SMOL_ASSETS: a });
       viaCli.push(c1.ms);
       cliCpu.push(c1.cpuMs);
       await rm(a, { recursive: true, force: true });
-      const out = path.join(tmp, `curl-${i}`);
+      const out = path.join(tmp, `curl-${i}`); // curl last, the CLI and in-process pulls before it: A, B, C, A, B, C
       await mkdir(out);
       const args = ['-sf', '-H', `Accept: ${pushed.mediaType}`, '-o', path.join(out, 'manifest'), `${reg.url}/v2/bench/img/manifests/v1`];
       for (const b of blobs) args.push('-o', path.join(out, b.digest.slice(7)), `${reg.url}/v2/bench/img/blobs/${b.digest}`);
@@ -92,13 +97,53 @@ async function main(): Promise<void> {
       { metric: 'pull, CLI (smol image pull --no-build)', unit: 'MiB/s', value: mibs(median(viaCli)), baseline: mibs(median(curl)), baselineLabel: 'curl', target: '>= 0.70x' },
       { metric: 'pull, CLI wall time', unit: 'ms', value: median(viaCli), baseline: median(curl), baselineLabel: 'curl' },
       { metric: 'pull, CLI CPU time (user+sys)', unit: 'ms', value: median(cliCpu), baseline: median(curlCpu), baselineLabel: 'curl' },
+      { metric: 'pull, in process CPU time (user+sys)', unit: 'ms', value: median(inProcCpu), baseline: median(curlCpu), baselineLabel: 'curl' },
     ];
-    if (only !== 'pull') rows.push(...(await runRows(ref, assets, tmp)));
-    printRows(`image pulls (${RUNS} runs; loopback docker-registry)`, rows);
+    const loadPull = `load ${load0.toFixed(1)} -> ${os.loadavg()[0].toFixed(1)}`;
+    const runR = only === 'pull' ? [] : await runRows(ref, assets, tmp);
+    // last: the HTTPS registry shares the first one's storage and removes it when it stops
+    const tlsR = only === 'run' ? [] : await httpsRows(reg.dir, pushed.layers.map((l) => l.digest), mibs, tmp);
+    rows.push(...tlsR, ...runR);
+    printRows(`image pulls (${RUNS} runs interleaved; loopback docker-registry; pulls at ${only === 'run' ? '-' : loadPull}, end load ${os.loadavg()[0].toFixed(1)})`, rows);
   } finally {
     await reg.stop();
     await rm(tmp, { recursive: true, force: true });
     if (ownHome) await rm(home, { recursive: true, force: true });
+  }
+}
+
+/**
+ * The same image over HTTPS: a second docker-registry with a test CA's certificate on the same storage,
+ * trusted through $SMOL_HOME/certs.d; pullImage vs `curl --cacert` of the same blobs, interleaved.
+ */
+async function httpsRows(storage: string, layerDigests: string[], mibs: (ms: number) => number, tmp: string): Promise<Row[]> {
+  const certsDir = path.join(tmp, 'certs');
+  await mkdir(certsDir);
+  const tlsReg = await startRegistry({ dir: storage, tls: await makeTlsCerts(certsDir) });
+  try {
+    const home = path.join(tmp, 'tls-home');
+    await mkdir(path.join(home, 'certs.d', tlsReg.host), { recursive: true });
+    await copyFile(path.join(certsDir, 'ca.crt'), path.join(home, 'certs.d', tlsReg.host, 'ca.crt'));
+    const env = { ...process.env, SMOL_HOME: home };
+    const ref = `${tlsReg.host}/bench/img:v1`;
+    const smolMs: number[] = [];
+    const curlMs: number[] = [];
+    for (let i = 0; i < RUNS; i++) {
+      const a = path.join(tmp, `tls-pull-${i}`);
+      const t0 = performance.now();
+      const r = await pullImage(ref, a, { build: false, env });
+      smolMs.push(performance.now() - t0);
+      await rm(a, { recursive: true, force: true });
+      const out = path.join(tmp, `tls-curl-${i}`);
+      await mkdir(out);
+      const args = ['-sf', '--cacert', path.join(certsDir, 'ca.crt')];
+      for (const d of [r.manifestDigest, ...layerDigests]) args.push('-o', path.join(out, d.slice(7)), `${tlsReg.url}/v2/bench/img/${d === r.manifestDigest ? 'manifests' : 'blobs'}/${d}`);
+      curlMs.push(timed('curl', args).ms);
+      await rm(out, { recursive: true, force: true });
+    }
+    return [{ metric: 'pull over HTTPS, in process (test CA)', unit: 'MiB/s', value: mibs(median(smolMs)), baseline: mibs(median(curlMs)), baselineLabel: 'curl', target: '>= 0.70x' }];
+  } finally {
+    await tlsReg.stop();
   }
 }
 

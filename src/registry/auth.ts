@@ -1,8 +1,8 @@
 /**
  * Registry credentials and challenges. Credentials come from smol's own store (`smol registry login`,
  * $SMOL_HOME/registry-auth.json, mode 0600) first, then Docker's config ($DOCKER_CONFIG/config.json or
- * ~/.docker/config.json, `auths` entries with a base64 `user:password` in `auth`). Both files share
- * Docker's shape, so either tool can read what the other wrote.
+ * ~/.docker/config.json: credential helpers, or `auths` entries with a base64 `user:password` in `auth`).
+ * Both files share Docker's shape, so either tool can read what the other wrote.
  */
 import { chmod, mkdir, open, readFile, rename, rm } from 'node:fs/promises';
 import os from 'node:os';
@@ -61,7 +61,7 @@ export function parseWwwAuthenticate(header: string): Challenge[] {
 export interface Credentials { username: string; password: string }
 
 const authEntrySchema = z.object({ auth: z.string().optional(), username: z.string().optional(), password: z.string().optional(), identitytoken: z.string().optional() }).loose();
-const authFileSchema = z.object({ auths: z.record(z.string(), authEntrySchema).optional() }).loose();
+const authFileSchema = z.object({ auths: z.record(z.string(), authEntrySchema).optional(), credsStore: z.string().optional(), credHelpers: z.record(z.string(), z.string()).optional() }).loose();
 type AuthFile = z.infer<typeof authFileSchema>;
 
 export const smolAuthFile = (env: NodeJS.ProcessEnv = process.env) => path.join(smolHome(env), 'registry-auth.json');
@@ -97,16 +97,31 @@ function decode(entry: z.infer<typeof authEntrySchema>, where: string): Credenti
   return null;
 }
 
+/**
+ * smol's own logins first; then Docker's config as Docker reads it: a `credHelpers` entry for the
+ * registry, else `credsStore`, runs that helper (its "not found" is anonymous access, not a fallback to
+ * `auths`); with neither, the `auths` entry.
+ */
 export async function findCredentials(registry: string, env: NodeJS.ProcessEnv = process.env): Promise<(Credentials & { source: string }) | null> {
-  for (const file of [smolAuthFile(env), dockerConfigFile(env)]) {
-    const auths = (await readAuthFile(file)).auths ?? {};
+  const fromAuths = (file: string, data: AuthFile) => {
     for (const k of keysFor(registry)) {
-      const entry = auths[k];
+      const entry = data.auths?.[k];
       const c = entry && decode(entry, `${file} auths.${k}`);
       if (c) return { ...c, source: file };
     }
+    return null;
+  };
+  const own = smolAuthFile(env);
+  const mine = fromAuths(own, await readAuthFile(own));
+  if (mine) return mine;
+  const file = dockerConfigFile(env);
+  const docker = await readAuthFile(file);
+  const helper = keysFor(registry).map((k) => docker.credHelpers?.[k]).find(Boolean) ?? docker.credsStore;
+  if (helper) {
+    const { helperGet } = await import('./cred-helper.js');
+    return helperGet(helper, registry === DOCKER_HUB ? 'https://index.docker.io/v1/' : registry, file, env);
   }
-  return null;
+  return fromAuths(file, docker);
 }
 
 /** Writes the store beside itself and renames, created 0600 so the secret is never readable by others. */

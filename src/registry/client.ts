@@ -1,18 +1,20 @@
 /**
- * An OCI distribution client (distribution spec v1.1) over built-in fetch: the `WWW-Authenticate` dance
- * (Bearer tokens per scope, or Basic), manifests by tag or digest, blobs streamed to disk and checked
- * against their digest before they count as present, and chunked uploads for push.
+ * An OCI distribution client (distribution spec v1.1) over node:http/https: the `WWW-Authenticate` dance
+ * (Bearer tokens per scope, or Basic), manifests by tag or digest, blobs streamed to disk (blob-get.ts) and
+ * checked against their digest before they count as present, and chunked uploads for push. TLS trust per
+ * registry comes from trust.ts (Docker's certs.d, SSL_CERT_FILE, NODE_EXTRA_CA_CERTS).
  */
 import { createHash, randomBytes } from 'node:crypto';
-import { once } from 'node:events';
-import { createWriteStream } from 'node:fs';
+import { closeSync, openSync, writeSync } from 'node:fs';
 import { readdir, rename, rm } from 'node:fs/promises';
-import type { IncomingMessage } from 'node:http';
 import path from 'node:path';
+import type tls from 'node:tls';
 import { ArtifactError, ExitCode, NotFoundError, SmolError, mapFsError } from '../errors/index.js';
 import { findCredentials, parseWwwAuthenticate, type Challenge, type Credentials } from './auth.js';
-import { httpGet, readSome } from './http-get.js';
+import { TransferError, getBlob } from './blob-get.js';
+import { httpRequest, type SmallRequest, type SmallResponse } from './http-get.js';
 import { registryBaseUrl } from './reference.js';
+import { speaksTls, tlsTrustError, trustFor } from './trust.js';
 
 const MAX_MANIFEST = 4 << 20;
 const CHUNK = 32 << 20;
@@ -20,6 +22,8 @@ const CHUNK = 32 << 20;
 export interface ClientOptions { plainHttp?: boolean; env?: NodeJS.ProcessEnv; credentials?: Credentials | null }
 
 export interface FetchedManifest { bytes: Buffer; mediaType: string; digest: string }
+
+export type RegistryResponse = SmallResponse;
 
 export const sha256Of = (b: Buffer | string) => `sha256:${createHash('sha256').update(b).digest('hex')}`;
 
@@ -31,18 +35,20 @@ export class RegistryAuthError extends SmolError {
 }
 
 export class RegistryClient {
-  readonly base: string;
   private readonly tokens = new Map<string, string>();
   private useBasic = false;
 
-  private constructor(readonly registry: string, apiHost: string, private readonly creds: Credentials | null, opts: ClientOptions) {
-    this.base = registryBaseUrl(apiHost, opts);
-  }
+  private constructor(readonly registry: string, readonly base: string, private readonly creds: Credentials | null, private readonly tls: tls.ConnectionOptions, private readonly env: NodeJS.ProcessEnv) {}
 
   /** A client for `registry` (as named in references), with stored credentials unless given. */
   static async open(registry: string, apiHost: string, opts: ClientOptions = {}): Promise<RegistryClient> {
-    const creds = opts.credentials !== undefined ? opts.credentials : await findCredentials(registry, opts.env);
-    return new RegistryClient(registry, apiHost, creds, opts);
+    const env = opts.env ?? process.env;
+    const creds = opts.credentials !== undefined ? opts.credentials : await findCredentials(registry, env);
+    const trust = await trustFor([...new Set([registry, apiHost])], env);
+    let base = registryBaseUrl(apiHost, { plainHttp: opts.plainHttp, env });
+    // loopback and listed registries: HTTPS when they speak TLS (Docker tries HTTPS first too), else HTTP
+    if (!opts.plainHttp && base.startsWith('http:') && await speaksTls(apiHost, trust.options)) base = `https://${apiHost}`;
+    return new RegistryClient(registry, base, creds, trust.options, env);
   }
 
   private authorization(scope: string): string | undefined {
@@ -52,21 +58,29 @@ export class RegistryClient {
     return undefined;
   }
 
+  /** A failure to connect: an untrusted certificate (exit 69, how to trust it) or an unreachable host (75). */
+  private connectError(err: unknown, host: string, what: string): SmolError {
+    const trust = tlsTrustError(err, host === new URL(this.base).host ? this.registry : host, what, this.env);
+    if (trust) return trust;
+    const msg = (err as Error).cause instanceof Error ? ((err as Error).cause as Error).message : (err as Error).message;
+    return new SmolError(`${what} failed: cannot reach ${host}: ${msg}`, ExitCode.tempFail, { cause: err, hint: 'Check the registry address and your network; `--offline` uses only the local cache.' });
+  }
+
   /** One request with the auth dance: on a 401 the challenge is answered once and the request repeated. */
-  async request(url: string, init: RequestInit, o: { scope: string; what: string; ok: number[] }): Promise<Response> {
-    const abs = new URL(url, this.base).toString();
+  async request(url: string, init: SmallRequest, o: { scope: string; what: string; ok: number[] }): Promise<RegistryResponse> {
+    const abs = new URL(url, this.base);
     for (let attempt = 0; ; attempt++) {
-      const headers = new Headers(init.headers);
+      const headers: Record<string, string> = { ...init.headers };
       const auth = this.authorization(o.scope);
-      if (auth) headers.set('authorization', auth);
-      let res: Response;
+      if (auth) headers.authorization = auth;
+      let res: SmallResponse;
       try {
-        res = await fetch(abs, { ...init, headers });
+        res = await httpRequest(abs, { ...init, headers, tls: this.tls });
       } catch (err) {
-        throw new SmolError(`${o.what} failed: cannot reach ${new URL(abs).host}: ${(err as Error).cause instanceof Error ? ((err as Error).cause as Error).message : (err as Error).message}`, ExitCode.tempFail, { cause: err, hint: 'Check the registry address and your network; `--offline` uses only the local cache.' });
+        throw this.connectError(err, abs.host, o.what);
       }
       if (o.ok.includes(res.status)) return res;
-      const body = (await res.text().catch(() => '')).slice(0, 300).trim();
+      const body = res.text().slice(0, 300).trim();
       if (res.status === 401 && attempt === 0) {
         await this.answer(parseWwwAuthenticate(res.headers.get('www-authenticate') ?? ''), o);
         continue;
@@ -84,27 +98,29 @@ export class RegistryClient {
     return new SmolError(`${what} failed: HTTP ${status} from ${this.registry}${body ? `: ${body}` : ''}`, code);
   }
 
-  /** GET of a blob as a Node stream, with the same auth dance as request(). */
-  private async blobStream(repo: string, digest: string, what: string): Promise<IncomingMessage> {
+  /** GET of a blob into `onBody`, with the auth dance and redirects (Authorization kept only on the registry's origin). */
+  private async blobGet(repo: string, digest: string, what: string, onBody: (chunk: Buffer) => void): Promise<number> {
     const scope = `repository:${repo}:pull`;
-    const url = new URL(`/v2/${repo}/blobs/${digest}`, this.base);
-    for (let attempt = 0; ; attempt++) {
+    let url = new URL(`/v2/${repo}/blobs/${digest}`, this.base);
+    for (let attempt = 0, hops = 0; ;) {
       const headers: Record<string, string> = {};
-      const auth = this.authorization(scope);
+      const auth = url.origin === new URL(this.base).origin ? this.authorization(scope) : undefined;
       if (auth) headers.authorization = auth;
-      let res: IncomingMessage;
+      let res;
       try {
-        res = await httpGet(url, headers);
+        res = await getBlob(url, { headers, tls: this.tls, onBody });
       } catch (err) {
-        throw new SmolError(`${what} failed: cannot reach ${url.host}: ${(err as Error).message}`, ExitCode.tempFail, { cause: err });
+        if (err instanceof SmolError) throw err;
+        if (err instanceof TransferError) throw new SmolError(`${what} failed: ${err.message}`, ExitCode.tempFail, { cause: err, hint: 'Retry: blobs already verified are kept.' });
+        throw this.connectError(err, url.host, what);
       }
-      if (res.statusCode === 200) return res;
-      const body = await readSome(res).catch(() => '');
-      if (res.statusCode === 401 && attempt === 0) {
-        await this.answer(parseWwwAuthenticate(String(res.headers['www-authenticate'] ?? '')), { scope, what });
+      if (res.status === 200) return res.bytes;
+      if ([301, 302, 303, 307, 308].includes(res.status) && res.headers.location && hops++ < 5) { url = new URL(res.headers.location, url); continue; }
+      if (res.status === 401 && attempt++ === 0 && url.origin === new URL(this.base).origin) {
+        await this.answer(parseWwwAuthenticate(res.headers['www-authenticate'] ?? ''), { scope, what });
         continue;
       }
-      throw this.statusError(res.statusCode ?? 0, body, what);
+      throw this.statusError(res.status, res.text.slice(0, 300).trim(), what);
     }
   }
 
@@ -126,25 +142,29 @@ export class RegistryClient {
     if (scope) url.searchParams.set('scope', scope);
     const headers: Record<string, string> = {};
     if (this.creds) headers.authorization = `Basic ${Buffer.from(`${this.creds.username}:${this.creds.password}`).toString('base64')}`;
-    let res: Response;
+    const tlsOpts = url.host === new URL(this.base).host ? this.tls : (await trustFor([url.host, this.registry], this.env)).options;
+    let res: SmallResponse;
     try {
-      res = await fetch(url, { headers });
+      res = await httpRequest(url, { headers, tls: tlsOpts, maxBytes: 1 << 20 });
     } catch (err) {
-      throw new SmolError(`${o.what} failed: cannot reach the token service ${url.host}: ${(err as Error).message}`, ExitCode.tempFail, { cause: err });
+      const e = this.connectError(err, url.host, o.what);
+      if (e.exitCode === ExitCode.tempFail) throw new SmolError(`${o.what} failed: cannot reach the token service ${url.host}: ${(err as Error).message}`, ExitCode.tempFail, { cause: err });
+      throw e;
     }
     if (res.status === 401 || res.status === 403) throw new RegistryAuthError(`${o.what} failed: the token service of ${this.registry} refused ${this.creds ? `user ${this.creds.username}` : 'anonymous access'} (${res.status})`, this.registry);
-    if (!res.ok) throw new SmolError(`${o.what} failed: token service ${url.host} answered HTTP ${res.status}`, res.status >= 500 ? ExitCode.tempFail : ExitCode.failure);
-    const body = (await res.json().catch(() => ({}))) as { token?: string; access_token?: string };
+    if (res.status < 200 || res.status > 299) throw new SmolError(`${o.what} failed: token service ${url.host} answered HTTP ${res.status}`, res.status >= 500 ? ExitCode.tempFail : ExitCode.failure);
+    let body: { token?: string; access_token?: string } = {};
+    try { body = JSON.parse(res.text()) as typeof body; } catch { /* no token below */ }
     const token = body.token ?? body.access_token;
     if (!token) throw new SmolError(`${o.what} failed: token service ${url.host} sent no token`);
     return token;
   }
 
   async getManifest(repo: string, reference: string, accept: string[], what: string): Promise<FetchedManifest> {
-    const res = await this.request(`/v2/${repo}/manifests/${reference}`, { headers: { accept: accept.join(', ') } }, { scope: `repository:${repo}:pull`, what, ok: [200] });
+    const res = await this.request(`/v2/${repo}/manifests/${reference}`, { headers: { accept: accept.join(', ') }, maxBytes: MAX_MANIFEST }, { scope: `repository:${repo}:pull`, what, ok: [200] });
     const declared = Number(res.headers.get('content-length') ?? 0);
     if (declared > MAX_MANIFEST) throw new ArtifactError(`${what} failed: manifest of ${declared} bytes is over the ${MAX_MANIFEST}-byte limit`);
-    const bytes = Buffer.from(await res.arrayBuffer());
+    const bytes = res.body;
     if (bytes.length > MAX_MANIFEST) throw new ArtifactError(`${what} failed: manifest of ${bytes.length} bytes is over the ${MAX_MANIFEST}-byte limit`);
     const mediaType = (res.headers.get('content-type') ?? '').split(';')[0].trim();
     return { bytes, mediaType, digest: sha256Of(bytes) };
@@ -183,32 +203,32 @@ export class RegistryClient {
   /**
    * Streams a blob into `target`, hashing as it goes. The bytes land in a temp file beside the target that
    * is renamed only once digest and size match, so a kill at any point leaves no file at `target`; a
-   * mismatch deletes the temp file and fails with exit 76.
+   * mismatch deletes the temp file and fails with exit 76. Writes are synchronous: each piece lands in the
+   * page cache before the socket's read buffer is reused, with no per-chunk allocation or queue.
    */
   async downloadBlob(repo: string, digest: string, size: number | undefined, target: string, o: { what: string; onBytes?: (n: number) => void }): Promise<number> {
-    const res = await this.blobStream(repo, digest, o.what);
     const tmp = tempName(target);
     const h = createHash('sha256');
     let got = 0;
+    let fd = -1;
     try {
-      const ws = createWriteStream(tmp, { flags: 'wx', mode: 0o644, highWaterMark: 4 << 20 });
-      const closed = new Promise<void>((resolve, reject) => { ws.once('close', resolve); ws.once('error', reject); });
-      try {
-        for await (const chunk of res as AsyncIterable<Buffer>) {
+      fd = openSync(tmp, 'wx', 0o644);
+      const file = fd;
+      let sinkError: unknown; // a full disk is ENOSPC (73), not a network failure: keep what the sink threw
+      await this.blobGet(repo, digest, o.what, (chunk) => {
+        try {
           got += chunk.length;
           if (size !== undefined && got > size) throw new ArtifactError(`${o.what} failed: blob ${digest} is larger than the ${size} bytes its manifest declares; it was deleted`, { where: digest });
           h.update(chunk);
-          if (!ws.write(chunk)) await Promise.race([once(ws, 'drain'), closed]);
+          for (let off = 0; off < chunk.length;) off += writeSync(file, chunk, off);
           o.onBytes?.(chunk.length);
+        } catch (e) {
+          sinkError = e;
+          throw e;
         }
-      } catch (err) {
-        res.destroy();
-        ws.destroy();
-        await closed.catch(() => undefined);
-        throw err;
-      }
-      ws.end();
-      await closed;
+      }).catch((e: unknown) => { throw sinkError ?? e; });
+      closeSync(fd);
+      fd = -1;
       const actual = `sha256:${h.digest('hex')}`;
       if (actual !== digest || (size !== undefined && got !== size)) {
         throw new ArtifactError(`${o.what} failed: blob ${digest} arrived as ${actual} (${got} bytes${size !== undefined ? `, ${size} declared` : ''}); it was deleted`, { where: digest, hint: 'The registry served corrupt or substituted content; nothing was cached.' });
@@ -216,13 +236,14 @@ export class RegistryClient {
       await rename(tmp, target);
       return got;
     } catch (err) {
+      if (fd >= 0) closeSync(fd);
       await rm(tmp, { force: true });
       throw mapFsError(err, o.what);
     }
   }
 }
 
-function location(base: string, res: Response, what: string): URL {
+function location(base: string, res: RegistryResponse, what: string): URL {
   const loc = res.headers.get('location');
   if (!loc) throw new SmolError(`${what} failed: the registry sent no upload Location`);
   return new URL(loc, base);

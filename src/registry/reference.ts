@@ -84,6 +84,6 @@ export function isInsecureRegistry(host: string, env: NodeJS.ProcessEnv = proces
   return listed.some((h) => h === host || h === host.replace(/:\d+$/, ''));
 }
 
-export function registryBaseUrl(host: string, opts: { plainHttp?: boolean } = {}): string {
-  return `${opts.plainHttp || isInsecureRegistry(host) ? 'http' : 'https'}://${host}`;
+export function registryBaseUrl(host: string, opts: { plainHttp?: boolean; env?: NodeJS.ProcessEnv } = {}): string {
+  return `${opts.plainHttp || isInsecureRegistry(host, opts.env) ? 'http' : 'https'}://${host}`;
 }

@@ -41,7 +41,7 @@ export const filesLayer = (files: Record<string, string>): Layer => async (d) =>
   }
 };
 
-export interface PushOptions { format?: 'docker' | 'oci'; compression?: Compression | Compression[]; architecture?: string; credentials?: Credentials | null }
+export interface PushOptions { format?: 'docker' | 'oci'; compression?: Compression | Compression[]; architecture?: string; credentials?: Credentials | null; /** For the client: SMOL_HOME (its certs.d) of a TLS registry. */ env?: NodeJS.ProcessEnv }
 
 function layerType(format: 'docker' | 'oci', c: Compression): string {
   if (format === 'docker') return c === 'none' ? 'application/vnd.docker.image.rootfs.diff.tar' : 'application/vnd.docker.image.rootfs.diff.tar.gzip';
@@ -50,7 +50,7 @@ function layerType(format: 'docker' | 'oci', c: Compression): string {
 
 export async function pushImage(host: string, repo: string, tag: string, builds: Layer[], o: PushOptions = {}): Promise<PushedImage> {
   const format = o.format ?? 'docker';
-  const client = await RegistryClient.open(host, host, { credentials: o.credentials ?? null });
+  const client = await RegistryClient.open(host, host, { credentials: o.credentials ?? null, env: o.env });
   const put = async (b: Buffer) => client.uploadBlob(repo, sha(b), b.length, async (off, len) => b.subarray(off, off + len));
   const layers: Descriptor[] = [];
   for (const [i, build] of builds.entries()) {

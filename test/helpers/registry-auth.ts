@@ -7,6 +7,7 @@
 import { createPrivateKey, randomBytes, sign, X509Certificate } from 'node:crypto';
 import { readFile } from 'node:fs/promises';
 import http from 'node:http';
+import https from 'node:https';
 import net from 'node:net';
 import path from 'node:path';
 import { run } from '../../src/util/exec.js';
@@ -23,7 +24,7 @@ export interface TokenServer { realm: string; service: string; issuer: string; c
 
 const b64url = (b: Buffer | string) => Buffer.from(b).toString('base64url');
 
-export async function startTokenServer(dir: string, user: TestUser): Promise<TokenServer> {
+export async function startTokenServer(dir: string, user: TestUser, o: { tls?: { certFile: string; keyFile: string } } = {}): Promise<TokenServer> {
   const keyFile = path.join(dir, 'token-key.pem');
   const certFile = path.join(dir, 'token-cert.pem');
   await run('openssl', ['req', '-x509', '-newkey', 'rsa:2048', '-nodes', '-keyout', keyFile, '-out', certFile, '-days', '1', '-subj', '/CN=smol-test-token']);
@@ -32,7 +33,7 @@ export async function startTokenServer(dir: string, user: TestUser): Promise<Tok
   const service = 'smol-test-registry';
   const issuer = 'smol-test-issuer';
   const issued: string[] = [];
-  const server = http.createServer((req, res) => {
+  const handler = (req: http.IncomingMessage, res: http.ServerResponse) => {
     const url = new URL(req.url ?? '/', 'http://x');
     const auth = req.headers.authorization ?? '';
     const basic = auth.startsWith('Basic ') ? Buffer.from(auth.slice(6), 'base64').toString() : '';
@@ -52,8 +53,9 @@ export async function startTokenServer(dir: string, user: TestUser): Promise<Tok
     issued.push(url.searchParams.getAll('scope').join(' '));
     res.writeHead(200, { 'content-type': 'application/json' });
     res.end(JSON.stringify({ token: `${header}.${claims}.${sig}`, expires_in: 300 }));
-  });
+  };
+  const server = o.tls ? https.createServer({ cert: await readFile(o.tls.certFile), key: await readFile(o.tls.keyFile) }, handler) : http.createServer(handler);
   await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
   const port = (server.address() as net.AddressInfo).port;
-  return { realm: `http://127.0.0.1:${port}/token`, service, issuer, certFile, issued, stop: () => new Promise((r) => server.close(() => r())) };
+  return { realm: `${o.tls ? 'https' : 'http'}://127.0.0.1:${port}/token`, service, issuer, certFile, issued, stop: () => new Promise((r) => server.close(() => r())) };
 }

@@ -12,9 +12,7 @@ import { RegistryClient, parseImageReference, sha256Of, sweepDeadTemps, tempName
 import { run } from '../../util/exec.js';
 import { BUILDER_VERSION, cached, type ResolvedImage } from './base-cache.js';
 import { digestOf } from './digest.js';
-import { applyLayer } from './layers.js';
 import { blobPath, blobsOf, hasBlob, layerSchema, readRef, storePaths, writeRef, type RefRecord } from './store.js';
-import { runConfigOf } from './tarball.js';
 
 export const MEDIA = {
   ociIndex: 'application/vnd.oci.image.index.v1+json',
@@ -23,6 +21,7 @@ export const MEDIA = {
   dockerManifest: 'application/vnd.docker.distribution.manifest.v2+json',
 } as const;
 const ACCEPT = [MEDIA.ociIndex, MEDIA.dockerList, MEDIA.ociManifest, MEDIA.dockerManifest];
+const PARALLEL_LAYERS = 3;
 const LAYER_TYPES = /^application\/vnd\.(oci\.image\.layer(\.nondistributable)?\.v1\.tar(\+gzip|\+zstd)?|docker\.image\.rootfs\.(foreign\.)?diff\.tar(\.gzip)?)$/;
 
 const platformSchema = z.object({ os: z.string(), architecture: z.string(), variant: z.string().optional() }).loose();
@@ -126,18 +125,24 @@ export async function pullImage(refText: string, assets: string, o: PullOptions 
     if (arch && arch !== hostPlatform()) {
       throw new NotFoundError(`${refText} is a ${arch} image; this host runs ${hostPlatform()} guests`, { where: refText, hint: `Pull a tag (or a multi-platform index) that has a ${hostPlatform()} image.` });
     }
+    const todo: { i: number; l: (typeof m.layers)[number] }[] = [];
     for (const [i, l] of m.layers.entries()) {
-      const ev = { index: i, count: m.layers.length, digest: l.digest, size: l.size };
       if (await hasBlob(assets, l.digest)) {
         cachedLayers.add(l.digest);
-        o.onLayer?.({ ...ev, state: 'cached', bytes: l.size });
-        continue;
+        o.onLayer?.({ index: i, count: m.layers.length, digest: l.digest, size: l.size, state: 'cached', bytes: l.size });
+      } else if (!todo.some((t) => t.l.digest === l.digest)) {
+        todo.push({ i, l });
       }
+    }
+    // A few layers at once: one connection's reads leave the CPU idle while the registry sends (docker
+    // pulls 3 at a time too). Each blob is still verified on its own before it is renamed into place.
+    await eachLimit(todo, PARALLEL_LAYERS, async ({ i, l }) => {
+      const ev = { index: i, count: m.layers.length, digest: l.digest, size: l.size };
       let bytes = 0;
       o.onLayer?.({ ...ev, state: 'fetching', bytes });
       await fetchBlob(l.digest, l.size, (n) => { bytes += n; o.onLayer?.({ ...ev, state: 'fetching', bytes }); });
       o.onLayer?.({ ...ev, state: 'done', bytes });
-    }
+    });
     rec = {
       ref: ref.canonical, registry: ref.registry, repository: ref.repository, tag: ref.tag, pinned: ref.digest, indexDigest,
       manifestDigest: top.digest, config: { mediaType: m.config.mediaType, digest: m.config.digest, size: m.config.size },
@@ -180,6 +185,16 @@ async function manifestAt(client: RegistryClient, ref: ImageReference, reference
   return { digest, json: json as Record<string, unknown> };
 }
 
+/** Runs `fn` over `items`, at most `limit` at a time; the first failure rejects once the others have settled. */
+async function eachLimit<T>(items: T[], limit: number, fn: (x: T) => Promise<void>): Promise<void> {
+  let next = 0;
+  let failed = false;
+  const worker = async () => { while (!failed && next < items.length) { const x = items[next++]; try { await fn(x); } catch (e) { failed = true; throw e; } } };
+  const results = await Promise.allSettled(Array.from({ length: Math.min(limit, items.length) }, worker));
+  const bad = results.find((r) => r.status === 'rejected');
+  if (bad) throw (bad as PromiseRejectedResult).reason;
+}
+
 function check<T>(schema: z.ZodType<T>, v: unknown, what: string): T {
   const r = schema.safeParse(v);
   if (!r.success) throw new ArtifactError(`${what} is malformed: ${r.error.issues.slice(0, 3).map((i) => `${i.path.join('.') || '(top)'}: ${i.message}`).join('; ')}`);
@@ -187,6 +202,7 @@ function check<T>(schema: z.ZodType<T>, v: unknown, what: string): T {
 }
 
 async function readConfig(assets: string, rec: RefRecord) {
+  const { runConfigOf } = await import('./tarball.js'); // with node-tar: loaded on use, not at every CLI start
   const text = await readFile(blobPath(assets, rec.config.digest), 'utf8');
   let json: unknown;
   try { json = JSON.parse(text); } catch { throw new ArtifactError(`${rec.ref}: image config ${rec.config.digest} is not JSON`, { where: rec.ref }); }
@@ -209,6 +225,7 @@ export async function buildFromRecord(rec: RefRecord, assets: string, log?: (lin
     const missing = await missingBlobs(assets, rec);
     if (missing.length) throw new NotFoundError(`${rec.ref}: cached blobs are missing (${missing.join(', ')})`, { where: rec.ref, hint: `Pull it again: smol image pull ${rec.ref}` });
     const config = await readConfig(assets, rec);
+    const { applyLayer } = await import('./layers.js');
     for (const [i, l] of rec.layers.entries()) {
       log?.(`applying layer ${i + 1}/${rec.layers.length}`);
       let file = blobPath(assets, l.digest);

@@ -99,4 +99,36 @@ describe.skipIf(!have)(`registries that require credentials${why}`, () => {
     const denied = await cli(['pack', 'pull', `${basicReg.host}/team/machine:v1`, '-o', path.join(tmp, 'x.smolmachine')]);
     expect(denied.code).toBe(69);
   });
+
+  it('credential helpers: credsStore and credHelpers from config.json, run from PATH with the registry on stdin', async () => {
+    const bin = path.join(tmp, 'helper-bin');
+    await mkdir(bin, { recursive: true });
+    const log = path.join(tmp, 'helper.log');
+    // a docker-credential-helpers lookalike: JSON for the Basic registry, "not found" (exit 1) for anything else
+    await writeFile(path.join(bin, 'docker-credential-smoltest'), [
+      '#!/bin/sh',
+      'read -r server',
+      `echo "$1 $server" >> '${log}'`,
+      `if [ "$server" = '${basicReg.host}' ]; then printf '{"ServerURL":"%s","Username":"${user.username}","Secret":"${user.password}"}' "$server"; exit 0; fi`,
+      'echo "credentials not found in native keychain"; exit 1',
+      '',
+    ].join('\n'), { mode: 0o755 });
+    const env = { PATH: `${bin}:${process.env.PATH}`, SMOL_ASSETS: path.join(tmp, 'assets-helper') };
+    await mkdir(path.join(tmp, 'docker'), { recursive: true });
+    await writeFile(path.join(tmp, 'docker', 'config.json'), JSON.stringify({ credsStore: 'smoltest' }));
+    const pull = await cli(['image', 'pull', '--no-build', '--json', `${basicReg.host}/team/img:v1`], { env });
+    expect(pull.code, pull.stderr).toBe(0);
+    expect(JSON.parse(pull.stdout).fetchedBlobs).toBe(2);
+    expect(await readFile(log, 'utf8')).toContain(`get ${basicReg.host}`);
+    // the helper has nothing for the token registry: anonymous, refused with the login hint (as docker pull)
+    const anon = await cli(['image', 'pull', '--no-build', `${tokenReg.host}/team/img:v1`], { env: { ...env, SMOL_HOME: path.join(tmp, 'home-helper') } });
+    expect(anon.code, anon.stderr).toBe(69);
+    expect(anon.stderr).toContain('refused anonymous access');
+    // credHelpers names a helper for one registry; a missing one is exit 69 naming it
+    await writeFile(path.join(tmp, 'docker', 'config.json'), JSON.stringify({ credsStore: 'smoltest', credHelpers: { [basicReg.host]: 'nosuchhelper' } }));
+    const missing = await cli(['image', 'pull', '--no-build', `${basicReg.host}/team/img:v1`], { env: { ...env, SMOL_ASSETS: path.join(tmp, 'assets-helper2') } });
+    expect(missing.code).toBe(69);
+    expect(missing.stderr).toContain('docker-credential-nosuchhelper');
+    await writeFile(path.join(tmp, 'docker', 'config.json'), '{}');
+  });
 });

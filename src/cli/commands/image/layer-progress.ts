@@ -1,4 +1,7 @@
-/** One ora line per layer on an interactive stderr; nothing otherwise (or with --json). */
+/**
+ * One line per layer on an interactive stderr (layers download a few at a time: one spinner shows those in
+ * flight, each finished layer gets its own ✔ line); nothing otherwise (or with --json).
+ */
 import type { Ora } from 'ora';
 import type { LayerEvent } from '../../../vm/image/pull.js';
 import { formatBytes } from '../../output.js';
@@ -8,16 +11,27 @@ export interface LayerProgress { onLayer?: (e: LayerEvent) => void; stop(): void
 export async function layerProgress(quiet: boolean): Promise<LayerProgress> {
   if (quiet || !process.stderr.isTTY) return { stop: () => undefined };
   const ora = (await import('ora')).default;
-  let current: Ora | undefined;
+  const spinner: Ora = ora({ stream: process.stderr, discardStdin: false });
+  const inFlight = new Map<number, LayerEvent>();
   let last = 0;
   const label = (e: LayerEvent) => `layer ${e.index + 1}/${e.count} ${e.digest.slice(7, 19)}`;
+  const render = () => {
+    spinner.text = [...inFlight.values()].map((e) => `${label(e)} ${formatBytes(e.bytes)} / ${formatBytes(e.size)}`).join(' · ');
+    if (inFlight.size && !spinner.isSpinning) spinner.start();
+  };
+  const persist = (text: string) => {
+    const spinning = spinner.isSpinning;
+    spinner.stop();
+    ora({ stream: process.stderr, discardStdin: false }).succeed(text);
+    if (spinning && inFlight.size) render();
+  };
   return {
     onLayer: (e) => {
-      if (e.state === 'cached') { ora({ stream: process.stderr, discardStdin: false }).succeed(`${label(e)} ${formatBytes(e.size)} (cached)`); return; }
-      if (e.state === 'done') { current?.succeed(`${label(e)} ${formatBytes(e.size)}`); current = undefined; return; }
-      current ??= ora({ stream: process.stderr, text: label(e), discardStdin: false }).start();
-      if (Date.now() - last > 100) { last = Date.now(); current.text = `${label(e)} ${formatBytes(e.bytes)} / ${formatBytes(e.size)}`; }
+      if (e.state === 'cached') return persist(`${label(e)} ${formatBytes(e.size)} (cached)`);
+      if (e.state === 'done') { inFlight.delete(e.index); persist(`${label(e)} ${formatBytes(e.size)}`); return render(); }
+      inFlight.set(e.index, e);
+      if (e.bytes === 0 || Date.now() - last > 100) { last = Date.now(); render(); }
     },
-    stop: () => { current?.fail(); current = undefined; },
+    stop: () => { if (inFlight.size) spinner.fail(); else spinner.stop(); inFlight.clear(); },
   };
 }

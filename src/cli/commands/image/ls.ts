@@ -1,6 +1,8 @@
 import type { Command } from 'commander';
-import { listImages } from '../../../vm/image/manage.js';
 import { formatBytes, printJson, printTable } from '../../output.js';
+
+/** The image service loads on use: `smol image pull` should not pay for sqlite and tar at start-up. */
+const manage = () => import('../../../vm/image/manage.js');
 
 export function register(parent: Command): void {
   parent.command('ls')
@@ -8,7 +10,7 @@ export function register(parent: Command): void {
     .description('list cached images: pulled references and the disks built from directories, tarballs and pulls')
     .option('--json', 'print as JSON')
     .action(async (opts: { json?: boolean }) => {
-      const images = await listImages();
+      const images = await (await manage()).listImages();
       if (opts.json) return printJson(images);
       if (!images.length) return void process.stdout.write('no cached images (pull one: smol image pull REF)\n');
       printTable(['REF', 'KIND', 'ID', 'DIGEST', 'SIZE', 'USED BY'], images.map((i) => [

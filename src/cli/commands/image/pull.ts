@@ -1,6 +1,5 @@
 import type { Command } from 'commander';
 import { z } from 'zod';
-import { pullImage } from '../../../vm/image/pull.js';
 import { assetsHome } from '../../../util/paths.js';
 import { formatBytes, printJson } from '../../output.js';
 import { layerProgress } from './layer-progress.js';
@@ -18,6 +17,7 @@ export function register(parent: Command): void {
     .action(async (ref: string, raw: Record<string, unknown>) => {
       const o = imagePullSchema.parse(raw);
       const progress = await layerProgress(o.json);
+      const { pullImage } = await import('../../../vm/image/pull.js'); // loaded on use: start-up is part of every pull
       const r = await pullImage(ref, assetsHome(), { offline: o.offline, plainHttp: o.plainHttp, build: o.build, onLayer: progress.onLayer })
         .finally(() => progress.stop());
       const { image, ...rest } = r;

@@ -1,6 +1,8 @@
 import type { Command } from 'commander';
-import { removeImage } from '../../../vm/image/manage.js';
 import { formatBytes, printJson } from '../../output.js';
+
+/** The image service loads on use: `smol image pull` should not pay for sqlite and tar at start-up. */
+const manage = () => import('../../../vm/image/manage.js');
 
 export function register(parent: Command): void {
   parent.command('rm')
@@ -9,7 +11,7 @@ export function register(parent: Command): void {
     .argument('<ref>', 'reference or image id')
     .option('--json', 'print what was removed as JSON')
     .action(async (ref: string, opts: { json?: boolean }) => {
-      const r = await removeImage(ref);
+      const r = await (await manage()).removeImage(ref);
       if (opts.json) return printJson(r);
       process.stdout.write(`removed ${ref} (${r.removed.length} item${r.removed.length === 1 ? '' : 's'}, ${formatBytes(r.bytes)})\n`);
     });
