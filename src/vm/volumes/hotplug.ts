@@ -1,12 +1,14 @@
 /**
  * Volumes on a throwaway run that restores its boot snapshot (docs/volumes.md). QEMU 7.2 cannot migrate a
  * vhost-user-fs device, so no snapshot can hold one. Such a run boots (or restores) a machine with an empty
- * PCIe root port instead, and once the guest runs the device is plugged into that port over QMP: pciehp
- * finds it, virtio_pci binds it, and the agent mounts the tag where /init would have mounted it at boot.
+ * PCIe root port instead, and once the guest runs the device is plugged into that port over QMP: a PCI
+ * rescan in the guest finds it, virtio_pci binds it, and the agent mounts the tag where /init would have
+ * mounted it at boot.
  * The port and the modules are part of the snapshot, so runs with and without volumes keep separate ones.
  */
 import { BootError } from '../../errors/index.js';
 import type { GuestChannel } from '../engine.js';
+import { trace } from '../../util/trace.js';
 import { HOTPLUG_PORT } from '../qemu/args.js';
 import type { QmpClient } from '../qemu/qmp.js';
 import type { SharedFs } from './virtiofsd.js';
@@ -17,18 +19,21 @@ const DEVICE = 'smolfs0';
 export async function plugSharedFs(qmp: QmpClient, socketPath: string, tag: string): Promise<void> {
   await qmp.execute('chardev-add', { id: DEVICE, backend: { type: 'socket', data: { addr: { type: 'unix', data: { path: socketPath } }, server: false } } });
   await qmp.execute('device_add', { driver: 'vhost-user-fs-pci', id: DEVICE, chardev: DEVICE, tag, bus: HOTPLUG_PORT });
+  trace('volumes: plugged');
 }
 
 /**
- * The guest side, as /init's smol.vols block does it at boot. The device takes ~0.1–0.3 s to appear under
- * TCG (pciehp, then the virtio_pci probe); until then mount fails with EINVAL (no such tag), so it retries
- * for 20 s, a bound that only a stuck device reaches.
- * busybox runs it: the image may have no mount(8) (a disk image's root gets /.smol/busybox from /init).
+ * The guest side, as /init's smol.vols block does it at boot. The guest runs no hotplug driver for the port
+ * (no pciehp: it would spend ~0.15 s in the link waits the PCIe spec asks of real hardware), and the port has
+ * no power controller, so the plugged device is on the bus at once: a rescan finds it and virtio_pci binds
+ * it before the write returns. Until then mount fails with EINVAL (no such tag), so it rescans and retries
+ * for 20 s, a bound that only a stuck device reaches. busybox runs it: the image may have no mount(8) (a
+ * disk image's root gets /.smol/busybox from /init). SMOL_PCI_RESCAN exists for the unit test only.
  */
 export function mountScript(fs: Pick<SharedFs, 'tag' | 'mounts'>): string {
   const lines = [
-    'set -u', 'mkdir -p /run/smol/vol', 'end=$(($(date +%s) + 20))',
-    `until mount -t virtiofs ${fs.tag} /run/smol/vol 2>/dev/null; do`,
+    'set -u', 'mkdir -p /run/smol/vol', 'end=$(($(date +%s) + 20))', 'rescan=${SMOL_PCI_RESCAN:-/sys/bus/pci/rescan}',
+    `until echo 1 2>/dev/null >"$rescan"; mount -t virtiofs ${fs.tag} /run/smol/vol 2>/dev/null; do`,
     '  if [ "$(date +%s)" -ge "$end" ]; then',
     '    echo "the virtiofs device did not appear within 20 s; kernel: $(dmesg | grep -iE "pci|virtio" | grep -v "tag <" | tail -n 2 | tr "\\n" " "); modules: $(cut -d" " -f1 /proc/modules | tr "\\n" " ")" >&2',
     '    exit 3',
@@ -52,6 +57,7 @@ export async function mountInGuest(ch: GuestChannel, fs: Pick<SharedFs, 'tag' | 
   const err: Buffer[] = [];
   h.stderr.on('data', (d: Buffer) => err.push(d));
   const code = (await h.exit).code;
+  trace('volumes: mounted');
   if (code !== 0) {
     throw new BootError(`boot failed: the volumes of machine "${name}" could not be mounted after restore: ${Buffer.concat(err).toString().trim() || `exit ${code}`}`, {
       where: name, hint: 'Run with --cold-boot to mount them at boot instead, and report this with `smol machine logs`.',

@@ -128,7 +128,8 @@ describe('volumes plugged in after a restore (hotplug.ts)', () => {
     expect(() => buildQemuArgs({ ...base, pciHotplug: true, memoryBackend: { path: '/dev/shm/m', share: false } })).toThrow(/shared guest memory/);
     const c = buildCmdline({ accel: 'kvm', pciHotplug: true });
     expect(c).toContain('smol.pcihp=1');
-    expect(c).toContain('pcie_ports=native');
+    expect(a).toContain('power_controller_present=off'); // always powered: the guest's rescan sees the device
+    expect(c).not.toContain('pcie_ports=native'); // no pciehp: its link waits cost ~0.15 s
     expect(c).toContain('smol.virtiofs=1');
     expect(c).not.toContain('smol.vols=');
   });
@@ -145,15 +146,18 @@ describe('volumes plugged in after a restore (hotplug.ts)', () => {
     expect(at(/remount,bind,ro '\/work\/cache'/)).toBeGreaterThan(at(/bind \/run\/smol\/vol\/0/));
     expect(script).not.toMatch(/remount,bind,ro '\/work'/);
   });
-  it('the script runs under a real shell: it retries until the tag mounts, then binds (mount faked on PATH)', () => {
+  it('the script runs under a real shell: it rescans and retries until the tag mounts, then binds (mount faked on PATH)', () => {
     const bin = path.join(tmp, 'fakebin');
     fs.mkdirSync(bin, { recursive: true });
     const log = path.join(tmp, 'mount.log');
     // fails twice as the kernel does before the device appears, then records every call
     fs.writeFileSync(path.join(bin, 'mount'), `#!/bin/sh\nn=$(cat ${log}.n 2>/dev/null || echo 0); echo $((n+1)) > ${log}.n\n[ "$n" -lt 2 ] && exit 32\necho "$*" >> ${log}\n`, { mode: 0o755 });
     fs.writeFileSync(path.join(bin, 'mkdir'), '#!/bin/sh\nexit 0\n', { mode: 0o755 });
-    const r = spawnSync('/bin/sh', ['-c', mountScript({ tag: 'smol', mounts: [{ index: 0, guest: '/w', readonly: true }] })], { env: { PATH: `${bin}:/usr/bin:/bin` }, encoding: 'utf8' });
+    // never the host's own /sys/bus/pci/rescan
+    const rescan = path.join(tmp, 'rescan');
+    const r = spawnSync('/bin/sh', ['-c', mountScript({ tag: 'smol', mounts: [{ index: 0, guest: '/w', readonly: true }] })], { env: { PATH: `${bin}:/usr/bin:/bin`, SMOL_PCI_RESCAN: rescan }, encoding: 'utf8' });
     expect(r.status, r.stderr).toBe(0);
+    expect(fs.readFileSync(rescan, 'utf8')).toBe('1\n');
     expect(fs.readFileSync(log, 'utf8').trim().split('\n')).toEqual(['-t virtiofs smol /run/smol/vol', '--bind /run/smol/vol/0 /w', '-o remount,bind,ro /w']);
   });
 });
