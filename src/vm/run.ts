@@ -98,8 +98,8 @@ async function bootForRun(svc: MachineService, rec: MachineRecord, o: RunOptions
   if (hotplug) {
     try {
       o.onProgress?.('mounting the volumes');
-      // a restore plugged the device in already; a cold boot saved the snapshot first, without it
-      await mountInGuest(opened.ch, opened.volumes ?? await svc.engine.plugVolumes!(rec.spec, svc.layout(rec)), rec.name);
+      // a restore plugs and mounts them as it goes; a cold boot saved the snapshot first, without them
+      await (opened.volumesMounted ?? mountInGuest(opened.ch, await svc.engine.plugVolumes!(rec.spec, svc.layout(rec)), rec.name, svc.isDiskless(rec)));
     } catch (err) {
       opened.ch.close();
       opened.release();
@@ -109,7 +109,7 @@ async function bootForRun(svc: MachineService, rec: MachineRecord, o: RunOptions
   return opened;
 }
 
-async function bootOrRestore(svc: MachineService, rec: MachineRecord, o: RunOptions, k: SnapshotKey | null, fsHotplug: boolean): Promise<OpenChannel & Pick<RestoredMachine, 'volumes'>> {
+async function bootOrRestore(svc: MachineService, rec: MachineRecord, o: RunOptions, k: SnapshotKey | null, fsHotplug: boolean): Promise<OpenChannel & Pick<RestoredMachine, 'volumesMounted'>> {
   const cold = async (forkable: boolean) =>
     (await svc.start(rec.id, { keepChannel: true, forkable, forkHelper: false, onProgress: o.onProgress, bootTimeoutMs: o.bootTimeoutMs, fsHotplug })).channel!;
   if (!k) return cold(false);

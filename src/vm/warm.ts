@@ -23,6 +23,7 @@ import type { GuestChannel, Progress } from './engine.js';
 import type { ForkOps, VmIdentity } from './fork/types.js';
 import { AGENT_PORTS } from './layout.js';
 import { pidAlive, type MachineRecord } from './registry/machines.js';
+import { mountInGuest } from './volumes/hotplug.js';
 import { startRamCopy } from './volumes/ram-copy.js';
 import type { SharedFs } from './volumes/virtiofsd.js';
 import type { MachineService } from './service.js';
@@ -203,17 +204,21 @@ export async function captureSnapshot(svc: MachineService, rec: MachineRecord, k
  */
 const pristineOf = (disk: string) => `${disk}.pristine`;
 
-/** A restored machine's channel; with volumes, also what the guest must mount (the device is plugged in already). */
-export interface RestoredMachine { ch: GuestChannel; release: () => void; volumes?: Pick<SharedFs, 'tag' | 'mounts'> }
+/**
+ * A restored machine's channel; with volumes, also their mount, still running: it started beside the agent's
+ * configure, and its failure is the run's (volumes/hotplug.ts), not a sign that the snapshot is bad.
+ */
+export interface RestoredMachine { ch: GuestChannel; release: () => void; volumesMounted?: Promise<void> }
 
 export async function startFromSnapshot(svc: MachineService, rec: MachineRecord, snap: BootSnapshot, o: { timeoutMs: number; onProgress?: Progress }): Promise<RestoredMachine> {
   const ops: ForkOps = svc.engine.fork!;
   const layout = svc.layout(rec);
   const unlock = svc.store.lock(rec.id, 'start', rec.name);
   const unmark = markInUse(snap, rec);
-  // with volumes: the RAM copy (made while QEMU starts) and the plug (made while the agent connects)
+  // with volumes: the RAM copy (made while QEMU starts), the plug (while the agent connects), the mount (while it configures)
   let copying: Promise<void> | undefined;
   let plugging: Promise<Pick<SharedFs, 'tag' | 'mounts'>> | undefined;
+  let mounting: Promise<void> | undefined;
   try {
     svc.store.update(rec.id, { state: 'starting', lastError: null });
     fs.mkdirSync(layout.runDir, { recursive: true });
@@ -234,17 +239,16 @@ export async function startFromSnapshot(svc: MachineService, rec: MachineRecord,
     svc.store.update(rec.id, { pid, startedAt: Date.now() });
     const release = svc.store.lock(`${rec.id}#p${PORT}`, 'channel', rec.name);
     let ch: GuestChannel | undefined;
-    let volumes: RestoredMachine['volumes'];
     try {
       await copying;
       trace('restore: ram copied');
       await ops.restore(layout, snap.stateFile, o.timeoutMs);
       trace('restore: state loaded');
       if (fsHotplug) (plugging = svc.engine.plugVolumes!(rec.spec, layout)).catch(() => undefined);
-      ch = await svc.engine.connect(layout, PORT, o.timeoutMs);
+      const c = (ch = await svc.engine.connect(layout, PORT, o.timeoutMs));
       trace('restore: agent connected');
+      (mounting = plugging?.then((v) => mountInGuest(c, v, rec.name, !snap.diskFile)))?.catch(() => undefined);
       await ch.configure({ hostname: rec.name, machineId: crypto.randomBytes(16).toString('hex'), entropy: crypto.randomBytes(64), timeMs: Date.now() });
-      volumes = await plugging;
     } catch (err) {
       ch?.close();
       release();
@@ -253,10 +257,10 @@ export async function startFromSnapshot(svc: MachineService, rec: MachineRecord,
     trace('restore: configured');
     svc.store.update(rec.id, { state: 'running', booted: true });
     fs.rmSync(pristineOf(layout.disk), { force: true });
-    return { ch, release, volumes };
+    return { ch, release, volumesMounted: mounting };
   } catch (err) {
     // nothing may still be writing the RAM file or talking to QEMU when the machine goes
-    await Promise.all([copying?.catch(() => undefined), plugging?.catch(() => undefined)]);
+    await Promise.all([copying, plugging, mounting].map((p) => p?.catch(() => undefined)));
     const cur = svc.store.get(rec.id);
     if (cur.pid) await svc.engine.terminate(cur.pid, layout, 0).catch(() => undefined);
     if (copying) fs.rmSync(layout.memFile, { force: true }); // a cold boot after this must not start on the snapshot's RAM

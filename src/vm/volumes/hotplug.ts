@@ -27,14 +27,16 @@ export async function plugSharedFs(qmp: QmpClient, socketPath: string, tag: stri
  * (no pciehp: it would spend ~0.15 s in the link waits the PCIe spec asks of real hardware), and the port has
  * no power controller, so the plugged device is on the bus at once: a rescan finds it and virtio_pci binds
  * it before the write returns. Until then mount fails with EINVAL (no such tag), so it rescans and retries
- * for 20 s, a bound that only a stuck device reaches. busybox runs it: the image may have no mount(8) (a
+ * 2,000 times 10 ms (20 s or more), a bound that only a stuck device reaches. busybox runs it: the image may have no mount(8) (a
  * disk image's root gets /.smol/busybox from /init). SMOL_PCI_RESCAN exists for the unit test only.
  */
 export function mountScript(fs: Pick<SharedFs, 'tag' | 'mounts'>): string {
   const lines = [
-    'set -u', 'mkdir -p /run/smol/vol', 'end=$(($(date +%s) + 20))', 'rescan=${SMOL_PCI_RESCAN:-/sys/bus/pci/rescan}',
+    // a counter, not date(1): every process costs ~10 ms of a TCG guest, and this runs before the user's command
+    'set -u', 'mkdir -p /run/smol/vol', 'n=0', 'rescan=${SMOL_PCI_RESCAN:-/sys/bus/pci/rescan}',
     `until echo 1 2>/dev/null >"$rescan"; mount -t virtiofs ${fs.tag} /run/smol/vol 2>/dev/null; do`,
-    '  if [ "$(date +%s)" -ge "$end" ]; then',
+    '  n=$((n + 1))',
+    '  if [ "$n" -ge 2000 ]; then',
     '    echo "the virtiofs device did not appear within 20 s; kernel: $(dmesg | grep -iE "pci|virtio" | grep -v "tag <" | tail -n 2 | tr "\\n" " "); modules: $(cut -d" " -f1 /proc/modules | tr "\\n" " ")" >&2',
     '    exit 3',
     '  fi',
@@ -48,10 +50,13 @@ export function mountScript(fs: Pick<SharedFs, 'tag' | 'mounts'>): string {
   return lines.join('\n');
 }
 
-/** Runs mountScript through the agent; a failure is a boot failure of the run, with the guest's reason. */
-export async function mountInGuest(ch: GuestChannel, fs: Pick<SharedFs, 'tag' | 'mounts'>, name: string): Promise<void> {
+/**
+ * Runs mountScript through the agent; a failure is a boot failure of the run, with the guest's reason. The
+ * busybox is the initramfs's own on a diskless machine, else the copy /init puts in a disk image's root.
+ */
+export async function mountInGuest(ch: GuestChannel, fs: Pick<SharedFs, 'tag' | 'mounts'>, name: string, diskless: boolean): Promise<void> {
   const script = mountScript(fs);
-  const h = await ch.exec({ argv: ['/bin/sh', '-c', `b=/.smol/busybox; [ -x "$b" ] || b=/bin/busybox; exec "$b" sh -c "$0"`, script] });
+  const h = await ch.exec({ argv: [diskless ? '/bin/busybox' : '/.smol/busybox', 'sh', '-c', script] });
   h.stdin.end();
   h.stdout.resume();
   const err: Buffer[] = [];
