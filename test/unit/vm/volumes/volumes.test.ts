@@ -6,7 +6,8 @@ import { afterAll, describe, expect, it } from 'vitest';
 import { ExitCode, NotFoundError, ValidationError } from '../../../../src/errors/index.js';
 import { checkVolumes, parseVolumeFlag } from '../../../../src/vm/volumes/spec.js';
 import { mountsOf, removeStage } from '../../../../src/vm/volumes/virtiofsd.js';
-import { mountScript } from '../../../../src/vm/volumes/hotplug.js';
+import { mountScript, READ_AHEAD_LINE, VIRTIOFS_READ_AHEAD_KB } from '../../../../src/vm/volumes/hotplug.js';
+import { INIT_SCRIPT } from '../../../../src/vm/image/init-script.js';
 import { parseSmolfile } from '../../../../src/smolfile/load.js';
 import { mergeSpec } from '../../../../src/smolfile/merge.js';
 import { buildQemuArgs, HOTPLUG_PORT, type QemuArgsInput } from '../../../../src/vm/qemu/args.js';
@@ -145,6 +146,23 @@ describe('volumes plugged in after a restore (hotplug.ts)', () => {
     expect(at(/bind \/run\/smol\/vol\/1 '\/work'/)).toBeLessThan(at(/bind \/run\/smol\/vol\/0 '\/work\/cache'/));
     expect(at(/remount,bind,ro '\/work\/cache'/)).toBeGreaterThan(at(/bind \/run\/smol\/vol\/0/));
     expect(script).not.toMatch(/remount,bind,ro '\/work'/);
+  });
+  it('raises the virtiofs readahead after the mount, at boot and after a restore (FUSE caps it at 128 KiB)', () => {
+    expect(READ_AHEAD_LINE).toContain(`echo ${VIRTIOFS_READ_AHEAD_KB} >"/sys/class/bdi/$d/read_ahead_kb"`);
+    expect(VIRTIOFS_READ_AHEAD_KB).toBeGreaterThan(128);
+    const lines = mountScript({ tag: 'smol', mounts: [{ index: 0, guest: '/w', readonly: false }] }).split('\n');
+    expect(lines.indexOf(READ_AHEAD_LINE)).toBeGreaterThan(lines.findIndex((l) => /mount -t virtiofs/.test(l)));
+    expect(lines.indexOf(READ_AHEAD_LINE)).toBeLessThan(lines.findIndex((l) => /mount --bind/.test(l)));
+    const init = INIT_SCRIPT.split('\n').map((l) => l.trim());
+    expect(init.indexOf(READ_AHEAD_LINE)).toBe(init.findIndex((l) => /^mount -t virtiofs smol/.test(l)) + 1);
+    // the line finds the mount's bdi in a real mountinfo line (field 3) and never fails the script
+    const fake = path.join(tmp, 'mountinfo');
+    fs.writeFileSync(fake, '36 25 0:25 / /run/smol/vol rw,relatime - virtiofs smol rw\n40 36 0:25 /0 /w rw - virtiofs smol rw\n');
+    const r = spawnSync('/bin/sh', ['-c', READ_AHEAD_LINE.replace('/proc/self/mountinfo', fake).replace('/sys/class/bdi/', `${tmp}/bdi-`) + '; echo "status $?"'], { encoding: 'utf8' });
+    expect(r.stdout.trim()).toBe('status 0');
+    fs.mkdirSync(path.join(tmp, 'bdi-0:25'), { recursive: true });
+    spawnSync('/bin/sh', ['-c', READ_AHEAD_LINE.replace('/proc/self/mountinfo', fake).replace('/sys/class/bdi/', `${tmp}/bdi-`)]);
+    expect(fs.readFileSync(path.join(tmp, 'bdi-0:25', 'read_ahead_kb'), 'utf8')).toBe(`${VIRTIOFS_READ_AHEAD_KB}\n`);
   });
   it('the script runs under a real shell: it rescans and retries until the tag mounts, then binds (mount faked on PATH)', () => {
     const bin = path.join(tmp, 'fakebin');
