@@ -18,9 +18,20 @@ import { createQemuForkOps } from './fork/qemu-ops.js';
 import { checkVolumes, volumesOf } from './volumes/spec.js';
 import { mountsOf, startVirtiofsd, stopVirtiofsd, VIRTIOFS_TAG, virtiofsdFiles } from './volumes/virtiofsd.js';
 import { plugSharedFs } from './volumes/hotplug.js';
+import { trace } from '../util/trace.js';
 import { QmpClient } from './qemu/qmp.js';
 import { prepareNetwork } from './net/index.js';
 import { teardownEgress } from './net/netns.js';
+
+/** virtiofsd still starting for a machine launched with fsHotplug, by machine dir: plugVolumes waits for it. */
+const fsStarting = new Map<string, Promise<unknown>>();
+
+/** Stops a virtiofsd that may still be starting (its start must settle first, or it would outlive the stop). */
+async function stopFs(layout: MachineLayout, starting: Promise<unknown>): Promise<void> {
+  fsStarting.delete(layout.dir);
+  await starting.catch(() => undefined);
+  await stopVirtiofsd(layout);
+}
 
 export interface QemuEngineOptions {
   /** One-line notices such as "KVM unusable: using TCG"; printed once per data dir by the caller. */
@@ -58,10 +69,16 @@ export function createQemuEngine(home: string, o: QemuEngineOptions = {}): Engin
         checkVolumes(volumes);
         lo.onProgress?.('starting virtiofsd');
       }
-      const sharedFs = volumes.length ? await startVirtiofsd(layout, volumes, path.basename(layout.dir)) : undefined;
+      const fsStart = volumes.length ? startVirtiofsd(layout, volumes, path.basename(layout.dir)) : undefined;
+      // a device plugged in later (plugVolumes) needs the socket only then: the daemon starts beside QEMU
+      if (fsStart && lo.fsHotplug) {
+        fsStart.catch(() => undefined);
+        fsStarting.set(layout.dir, fsStart);
+      }
+      const sharedFs = lo.fsHotplug ? undefined : await fsStart;
       // a clone (fork, spare) shares its parent's policy but not its host ports: one socket cannot serve two guests
       const net = await prepareNetwork(spec, layout, { publish: lo.publishPorts !== false, onProgress: lo.onProgress })
-        .catch(async (err: unknown) => { if (sharedFs) await stopVirtiofsd(layout); throw err; });
+        .catch(async (err: unknown) => { if (fsStart) await stopFs(layout, fsStart); throw err; });
       lo.onProgress?.('booting');
       let pid: number | undefined;
       try {
@@ -72,19 +89,23 @@ export function createQemuEngine(home: string, o: QemuEngineOptions = {}): Engin
           disks: lo.diskless ? [] : [{ path: layout.disk, format: 'qcow2', id: 'root' }], rootDisk: !lo.diskless,
           net: spec.net, ports: AGENT_PORTS, channel: 'serial',
           memoryBackend: lo.clone ? { path: lo.clone.memFile, share: !!lo.clone.share } : lo.forkable ? { path: layout.memFile, share: true } : undefined,
-          incomingDefer: !!lo.clone, sharedFs: lo.fsHotplug ? undefined : sharedFs, pciHotplug: !!(lo.fsHotplug && sharedFs),
+          incomingDefer: !!lo.clone, sharedFs, pciHotplug: !!(lo.fsHotplug && fsStart),
         })).pid;
+        trace('qemu: launched');
         await net.afterLaunch();
         return pid;
       } catch (err) {
         if (pid) await b.kill(pid, 0);
-        if (sharedFs) await stopVirtiofsd(layout);
+        if (fsStart) await stopFs(layout, fsStart);
         await net.undo();
         throw err;
       }
     },
 
     async plugVolumes(spec: Smolfile, layout: MachineLayout) {
+      const starting = fsStarting.get(layout.dir);
+      fsStarting.delete(layout.dir);
+      await starting; // its failure (virtiofsd exited, with its log's tail) is the run's
       const qmp = await QmpClient.connect(layout.qmpSocket, 5_000);
       try {
         await plugSharedFs(qmp, virtiofsdFiles(layout).socket, VIRTIOFS_TAG);
@@ -106,8 +127,10 @@ export function createQemuEngine(home: string, o: QemuEngineOptions = {}): Engin
       } else {
         await b.kill(pid, 0);
       }
-      // virtiofsd exits when QEMU hangs up; this also covers a QEMU that never connected
-      await stopVirtiofsd(layout);
+      // virtiofsd exits when QEMU hangs up; this also covers a QEMU that never connected, or one still starting
+      const starting = fsStarting.get(layout.dir);
+      if (starting) await stopFs(layout, starting);
+      else await stopVirtiofsd(layout);
       await teardownEgress(layout);
     },
 

@@ -10,7 +10,8 @@ import { attachGpu } from './gpu.js';
 import { deliverSecrets, resolveSecrets, type ResolvedSecrets } from './secrets.js';
 import { mergeSecrets, type SecretDecl } from '../smolfile/secrets.js';
 import { checkPortsFree } from './net/ports.js';
-import { captureSnapshot, dropSnapshot, findSnapshot, snapshotEligible, snapshotKey, startFromSnapshot, type SnapshotKey } from './warm.js';
+import { captureSnapshot, dropSnapshot, findSnapshot, snapshotEligible, snapshotKey, startFromSnapshot, type RestoredMachine, type SnapshotKey } from './warm.js';
+import { trace } from '../util/trace.js';
 import { mountInGuest } from './volumes/hotplug.js';
 
 export interface RunOptions {
@@ -30,6 +31,7 @@ export async function runEphemeral(svc: MachineService, spec: Smolfile, req: Exe
   await checkPortsFree(spec.ports ?? [], o.name);
   // a missing secret fails here too; values are delivered after boot (and after any boot snapshot is saved)
   const secrets = resolveSecrets(mergeSecrets(spec.secrets, o.secrets));
+  trace('run: start');
   // a rootfs directory hashed before resolves on trust, and its stat walk runs while the machine boots
   const rec = await svc.create(spec, { ephemeral: true, name: o.name, onProgress: o.onProgress, speculativeImage: true });
   try {
@@ -68,6 +70,7 @@ export async function runCreated(svc: MachineService, rec: MachineRecord, req: E
     }
     const gpu = spec.gpu ? await attachGpu(ch, { home: svc.home }).catch(async (err) => { ch.close(); release(); throw err; }) : undefined;
     try {
+      trace('run: ready');
       await deliverSecrets(ch, secrets, svc.store, rec);
       return await execOnChannel(ch, { cwd: spec.workdir, ...req, env: { ...spec.env, ...gpu?.env, ...(req.env ?? {}), ...secrets.env } }, io);
     } finally {
@@ -77,7 +80,9 @@ export async function runCreated(svc: MachineService, rec: MachineRecord, req: E
     }
   } finally {
     o.signal?.removeEventListener('abort', kill);
+    trace('run: command done');
     await settle(svc, rec.id, !!o.keep);
+    trace('run: removed');
   }
 }
 
@@ -110,7 +115,8 @@ async function bootForRun(svc: MachineService, rec: MachineRecord, o: RunOptions
   if (hotplug) {
     try {
       o.onProgress?.('mounting the volumes');
-      await mountInGuest(opened.ch, await svc.engine.plugVolumes!(rec.spec, svc.layout(rec)), rec.name);
+      // a restore plugs and mounts them as it goes; a cold boot saved the snapshot first, without them
+      await (opened.volumesMounted ?? mountInGuest(opened.ch, await svc.engine.plugVolumes!(rec.spec, svc.layout(rec)), rec.name, svc.isDiskless(rec)));
     } catch (err) {
       opened.ch.close();
       opened.release();
@@ -120,7 +126,7 @@ async function bootForRun(svc: MachineService, rec: MachineRecord, o: RunOptions
   return opened;
 }
 
-async function bootOrRestore(svc: MachineService, rec: MachineRecord, o: RunOptions, k: SnapshotKey | null, fsHotplug: boolean): Promise<OpenChannel> {
+async function bootOrRestore(svc: MachineService, rec: MachineRecord, o: RunOptions, k: SnapshotKey | null, fsHotplug: boolean): Promise<OpenChannel & Pick<RestoredMachine, 'volumesMounted'>> {
   const cold = async (forkable: boolean) =>
     (await svc.start(rec.id, { keepChannel: true, forkable, forkHelper: false, onProgress: o.onProgress, bootTimeoutMs: o.bootTimeoutMs, fsHotplug })).channel!;
   if (!k) return cold(false);

@@ -16,13 +16,16 @@ import { assetsHome, dataPaths } from '../util/paths.js';
 import { netModeOf } from '../smolfile/network.js';
 import { bootFilesFor, resumePlanFile } from './boot-files.js';
 import { createCloneDisk } from './fork/clone.js';
-import { sparseCopy } from './fork/sparse-copy.js';
+import { trace } from '../util/trace.js';
 import { tcgCpu } from './qemu/args.js';
 import { readQcow2Header } from './image/qcow2.js';
 import type { GuestChannel, Progress } from './engine.js';
 import type { ForkOps, VmIdentity } from './fork/types.js';
 import { AGENT_PORTS } from './layout.js';
 import { pidAlive, type MachineRecord } from './registry/machines.js';
+import { mountInGuest } from './volumes/hotplug.js';
+import { startRamCopy } from './volumes/ram-copy.js';
+import type { SharedFs } from './volumes/virtiofsd.js';
 import type { MachineService } from './service.js';
 
 /** Bumped whenever what a snapshot holds changes meaning. */
@@ -84,8 +87,9 @@ export async function snapshotKey(svc: MachineService, rec: MachineRecord): Prom
     format: FORMAT, vm, cpuFlags: vm.accel === 'tcg' ? tcgCpu() : null, cpus: spec.cpus, ports: AGENT_PORTS, kernel: boot.kernelIdentity, kernelFile: `${boot.kernel}:${st.size}:${st.mtimeMs}`,
     // with a NIC the guest booted with smol.net=1 and a virtio-net device in its saved state
     nic: netModeOf(spec) !== 'none',
-    // with volumes the guest booted with an empty PCIe root port and virtio_pci loaded (volumes/hotplug.ts)
-    fsHotplug: !!spec.volumes?.length,
+    // with volumes the guest booted with an empty PCIe root port and virtio_pci loaded (volumes/hotplug.ts);
+    // 'rescan': the port has no power controller and the guest no pciehp (before: pciehp, pcie_ports=native)
+    fsHotplug: spec.volumes?.length ? 'rescan' : false,
     initrd: boot.initrd, init: spec.init, env: spec.init.length ? spec.env : {}, workdir: spec.init.length ? spec.workdir : null, disk, base,
   };
   return { key: crypto.createHash('sha256').update(JSON.stringify(parts)).digest('hex').slice(0, 32), vm, disk };
@@ -200,11 +204,21 @@ export async function captureSnapshot(svc: MachineService, rec: MachineRecord, k
  */
 const pristineOf = (disk: string) => `${disk}.pristine`;
 
-export async function startFromSnapshot(svc: MachineService, rec: MachineRecord, snap: BootSnapshot, o: { timeoutMs: number; onProgress?: Progress }): Promise<{ ch: GuestChannel; release: () => void }> {
+/**
+ * A restored machine's channel; with volumes, also their mount, still running: it started beside the agent's
+ * configure, and its failure is the run's (volumes/hotplug.ts), not a sign that the snapshot is bad.
+ */
+export interface RestoredMachine { ch: GuestChannel; release: () => void; volumesMounted?: Promise<void> }
+
+export async function startFromSnapshot(svc: MachineService, rec: MachineRecord, snap: BootSnapshot, o: { timeoutMs: number; onProgress?: Progress }): Promise<RestoredMachine> {
   const ops: ForkOps = svc.engine.fork!;
   const layout = svc.layout(rec);
   const unlock = svc.store.lock(rec.id, 'start', rec.name);
   const unmark = markInUse(snap, rec);
+  // with volumes: the RAM copy (made while QEMU starts), the plug (while the agent connects), the mount (while it configures)
+  let copying: Promise<void> | undefined;
+  let plugging: Promise<Pick<SharedFs, 'tag' | 'mounts'>> | undefined;
+  let mounting: Promise<void> | undefined;
   try {
     svc.store.update(rec.id, { state: 'starting', lastError: null });
     fs.mkdirSync(layout.runDir, { recursive: true });
@@ -218,27 +232,38 @@ export async function startFromSnapshot(svc: MachineService, rec: MachineRecord,
     }
     // a virtiofs device reads guest RAM through its own mapping, so it must be shared: a private copy, not the template
     const fsHotplug = !!rec.spec.volumes?.length;
-    if (fsHotplug) await sparseCopy(snap.memFile, layout.memFile);
+    trace('restore: start');
+    if (fsHotplug) (copying = startRamCopy(snap.memFile, layout.memFile, rec.spec.memory * 2 ** 20)).catch(() => undefined);
     const clone = fsHotplug ? { memFile: layout.memFile, share: true } : { memFile: snap.memFile };
     const pid = await svc.engine.launch(rec.spec, layout, { diskless: !snap.diskFile, forkable: false, clone, fsHotplug });
     svc.store.update(rec.id, { pid, startedAt: Date.now() });
     const release = svc.store.lock(`${rec.id}#p${PORT}`, 'channel', rec.name);
     let ch: GuestChannel | undefined;
     try {
+      await copying;
+      trace('restore: ram copied');
       await ops.restore(layout, snap.stateFile, o.timeoutMs);
-      ch = await svc.engine.connect(layout, PORT, o.timeoutMs);
+      trace('restore: state loaded');
+      if (fsHotplug) (plugging = svc.engine.plugVolumes!(rec.spec, layout)).catch(() => undefined);
+      const c = (ch = await svc.engine.connect(layout, PORT, o.timeoutMs));
+      trace('restore: agent connected');
+      (mounting = plugging?.then((v) => mountInGuest(c, v, rec.name, !snap.diskFile)))?.catch(() => undefined);
       await ch.configure({ hostname: rec.name, machineId: crypto.randomBytes(16).toString('hex'), entropy: crypto.randomBytes(64), timeMs: Date.now() });
     } catch (err) {
       ch?.close();
       release();
       throw err;
     }
+    trace('restore: configured');
     svc.store.update(rec.id, { state: 'running', booted: true });
     fs.rmSync(pristineOf(layout.disk), { force: true });
-    return { ch, release };
+    return { ch, release, volumesMounted: mounting };
   } catch (err) {
+    // nothing may still be writing the RAM file or talking to QEMU when the machine goes
+    await Promise.all([copying, plugging, mounting].map((p) => p?.catch(() => undefined)));
     const cur = svc.store.get(rec.id);
     if (cur.pid) await svc.engine.terminate(cur.pid, layout, 0).catch(() => undefined);
+    if (copying) fs.rmSync(layout.memFile, { force: true }); // a cold boot after this must not start on the snapshot's RAM
     if (fs.existsSync(pristineOf(layout.disk))) fs.renameSync(pristineOf(layout.disk), layout.disk);
     svc.store.update(rec.id, { state: 'stopped', pid: null, booted: false, lastError: (err as Error).message });
     throw err;

@@ -15,6 +15,8 @@
  *   smol.test=marker   TEST HOOK ONLY: print facts about the boot between SMOL_MARKER lines, then power off
  *                      (smol.testsleep=N sleeps N guest seconds first, for clock checks)
  */
+import { READ_AHEAD_LINE } from '../volumes/hotplug.js';
+
 export const AGENT_GUEST_PATH = '/sbin/smol-agent';
 export const AGENT_PORT_NAME = 'smol.0';
 export const AGENT_VSOCK_PORT = 1024;
@@ -79,6 +81,7 @@ fi
 if v=$(arg smol.vols); then
   mkdir -p /run/smol/vol
   mount -t virtiofs smol /run/smol/vol || fail "cannot mount the volumes (virtiofs tag smol)"
+  ${READ_AHEAD_LINE}
   p=""; [ -n "$root" ] && p=/newroot
   for e in $(echo "$v" | tr , ' '); do
     n=\${e%%:*}; g=\${e#*:}; ro=""

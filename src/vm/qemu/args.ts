@@ -129,7 +129,9 @@ export function buildQemuArgs(i: QemuArgsInput): string[] {
     a.push('-global', 'virtio-mmio.force-legacy=false');
     a.push('-chardev', `socket,id=fs0,path=${opt(i.sharedFs.socketPath)}`, '-device', `vhost-user-fs-device,chardev=fs0,tag=${opt(i.sharedFs.tag)}`);
   }
-  if (i.pciHotplug) a.push('-device', `pcie-root-port,id=${HOTPLUG_PORT},bus=pcie.0,chassis=1,slot=0`);
+  // no power controller: the slot is always powered, so a plugged device is on the bus at once for the guest's
+  // rescan (volumes/hotplug.ts); with one, it stays dark until a hotplug driver powers the slot on
+  if (i.pciHotplug) a.push('-device', `pcie-root-port,id=${HOTPLUG_PORT},bus=pcie.0,chassis=1,slot=0,power_controller_present=off`);
   const nic = i.nic ?? (i.net ? { restrict: false, hostfwd: [] } : null);
   if (nic) a.push('-netdev', netdevArg(nic), '-device', 'virtio-net-device,netdev=net0');
   else a.push('-nic', 'none');

@@ -6,7 +6,8 @@ import { afterAll, describe, expect, it } from 'vitest';
 import { ExitCode, NotFoundError, ValidationError } from '../../../../src/errors/index.js';
 import { checkVolumes, parseVolumeFlag } from '../../../../src/vm/volumes/spec.js';
 import { mountsOf, removeStage } from '../../../../src/vm/volumes/virtiofsd.js';
-import { mountScript } from '../../../../src/vm/volumes/hotplug.js';
+import { mountScript, READ_AHEAD_LINE, VIRTIOFS_READ_AHEAD_KB } from '../../../../src/vm/volumes/hotplug.js';
+import { INIT_SCRIPT } from '../../../../src/vm/image/init-script.js';
 import { parseSmolfile } from '../../../../src/smolfile/load.js';
 import { mergeSpec } from '../../../../src/smolfile/merge.js';
 import { buildQemuArgs, HOTPLUG_PORT, type QemuArgsInput } from '../../../../src/vm/qemu/args.js';
@@ -128,7 +129,8 @@ describe('volumes plugged in after a restore (hotplug.ts)', () => {
     expect(() => buildQemuArgs({ ...base, pciHotplug: true, memoryBackend: { path: '/dev/shm/m', share: false } })).toThrow(/shared guest memory/);
     const c = buildCmdline({ accel: 'kvm', pciHotplug: true });
     expect(c).toContain('smol.pcihp=1');
-    expect(c).toContain('pcie_ports=native');
+    expect(a).toContain('power_controller_present=off'); // always powered: the guest's rescan sees the device
+    expect(c).not.toContain('pcie_ports=native'); // no pciehp: its link waits cost ~0.15 s
     expect(c).toContain('smol.virtiofs=1');
     expect(c).not.toContain('smol.vols=');
   });
@@ -145,15 +147,35 @@ describe('volumes plugged in after a restore (hotplug.ts)', () => {
     expect(at(/remount,bind,ro '\/work\/cache'/)).toBeGreaterThan(at(/bind \/run\/smol\/vol\/0/));
     expect(script).not.toMatch(/remount,bind,ro '\/work'/);
   });
-  it('the script runs under a real shell: it retries until the tag mounts, then binds (mount faked on PATH)', () => {
+  it('raises the virtiofs readahead after the mount, at boot and after a restore (FUSE caps it at 128 KiB)', () => {
+    expect(READ_AHEAD_LINE).toContain(`echo ${VIRTIOFS_READ_AHEAD_KB} >"/sys/class/bdi/$d/read_ahead_kb"`);
+    expect(VIRTIOFS_READ_AHEAD_KB).toBeGreaterThan(128);
+    const lines = mountScript({ tag: 'smol', mounts: [{ index: 0, guest: '/w', readonly: false }] }).split('\n');
+    expect(lines.indexOf(READ_AHEAD_LINE)).toBeGreaterThan(lines.findIndex((l) => /mount -t virtiofs/.test(l)));
+    expect(lines.indexOf(READ_AHEAD_LINE)).toBeLessThan(lines.findIndex((l) => /mount --bind/.test(l)));
+    const init = INIT_SCRIPT.split('\n').map((l) => l.trim());
+    expect(init.indexOf(READ_AHEAD_LINE)).toBe(init.findIndex((l) => /^mount -t virtiofs smol/.test(l)) + 1);
+    // the line finds the mount's bdi in a real mountinfo line (field 3) and never fails the script
+    const fake = path.join(tmp, 'mountinfo');
+    fs.writeFileSync(fake, '36 25 0:25 / /run/smol/vol rw,relatime - virtiofs smol rw\n40 36 0:25 /0 /w rw - virtiofs smol rw\n');
+    const r = spawnSync('/bin/sh', ['-c', READ_AHEAD_LINE.replace('/proc/self/mountinfo', fake).replace('/sys/class/bdi/', `${tmp}/bdi-`) + '; echo "status $?"'], { encoding: 'utf8' });
+    expect(r.stdout.trim()).toBe('status 0');
+    fs.mkdirSync(path.join(tmp, 'bdi-0:25'), { recursive: true });
+    spawnSync('/bin/sh', ['-c', READ_AHEAD_LINE.replace('/proc/self/mountinfo', fake).replace('/sys/class/bdi/', `${tmp}/bdi-`)]);
+    expect(fs.readFileSync(path.join(tmp, 'bdi-0:25', 'read_ahead_kb'), 'utf8')).toBe(`${VIRTIOFS_READ_AHEAD_KB}\n`);
+  });
+  it('the script runs under a real shell: it rescans and retries until the tag mounts, then binds (mount faked on PATH)', () => {
     const bin = path.join(tmp, 'fakebin');
     fs.mkdirSync(bin, { recursive: true });
     const log = path.join(tmp, 'mount.log');
     // fails twice as the kernel does before the device appears, then records every call
     fs.writeFileSync(path.join(bin, 'mount'), `#!/bin/sh\nn=$(cat ${log}.n 2>/dev/null || echo 0); echo $((n+1)) > ${log}.n\n[ "$n" -lt 2 ] && exit 32\necho "$*" >> ${log}\n`, { mode: 0o755 });
     fs.writeFileSync(path.join(bin, 'mkdir'), '#!/bin/sh\nexit 0\n', { mode: 0o755 });
-    const r = spawnSync('/bin/sh', ['-c', mountScript({ tag: 'smol', mounts: [{ index: 0, guest: '/w', readonly: true }] })], { env: { PATH: `${bin}:/usr/bin:/bin` }, encoding: 'utf8' });
+    // never the host's own /sys/bus/pci/rescan
+    const rescan = path.join(tmp, 'rescan');
+    const r = spawnSync('/bin/sh', ['-c', mountScript({ tag: 'smol', mounts: [{ index: 0, guest: '/w', readonly: true }] })], { env: { PATH: `${bin}:/usr/bin:/bin`, SMOL_PCI_RESCAN: rescan }, encoding: 'utf8' });
     expect(r.status, r.stderr).toBe(0);
+    expect(fs.readFileSync(rescan, 'utf8')).toBe('1\n');
     expect(fs.readFileSync(log, 'utf8').trim().split('\n')).toEqual(['-t virtiofs smol /run/smol/vol', '--bind /run/smol/vol/0 /w', '-o remount,bind,ro /w']);
   });
 });
