@@ -68,6 +68,7 @@ export async function runCreated(svc: MachineService, rec: MachineRecord, req: E
       release();
       throw new StaleImage();
     }
+    if (o.imageConfirmed) trace('run: image confirmed');
     const gpu = spec.gpu ? await attachGpu(ch, { home: svc.home }).catch(async (err) => { ch.close(); release(); throw err; }) : undefined;
     try {
       trace('run: ready');

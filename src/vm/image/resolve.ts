@@ -15,6 +15,7 @@ import { unpackImageTarball } from './tarball.js';
 import { BUSYBOX, writeBusyboxTree } from './tree.js';
 import { BUILDER_VERSION, EMPTY_CONFIG, builtImage, cached, type ImageKind, type ResolvedImage } from './base-cache.js';
 import { resolveReference } from './pull.js';
+import { trace } from '../../util/trace.js';
 
 /** Bump when writeBusyboxTree writes something else (tree-2: no /etc/hosts, the init writes it). */
 const BUSYBOX_TREE_VERSION = 'tree-2';
@@ -69,7 +70,7 @@ export async function resolveImage(ref: string, home: string, opts: ResolveOptio
     const idOf = (content: string) => `dir-${digestOf(BUILDER_VERSION, content).slice(0, 24)}`;
     const guess = opts.speculative ? await speculativeTreeDigest(abs, cacheFile) : null;
     const built = guess && (await builtImage(home, idOf(guess.content)));
-    if (built) return { ...built, confirmed: guess.confirm() };
+    if (built) return { ...built, confirmed: guess.confirm().then((ok) => { trace(`image: tree walk done (${ok ? 'unchanged' : 'changed'})`); return ok; }) };
     return cached(home, idOf(await cachedTreeDigest(abs, cacheFile)), 'directory', abs, null, opts.log);
   }
   if (st.isFile() && isTarballRef(abs)) {
