@@ -46,8 +46,8 @@ const ops = svc.engine.fork!;
 const capture = ops.capture.bind(ops);
 ops.capture = (...a) => { captures++; return capture(...a); };
 
-interface Tally { completed: number; seconds: number; pauses: number; failed: number }
-const tally = (): Tally => ({ completed: 0, seconds: 0, pauses: 0, failed: 0 });
+interface Tally { completed: number; seconds: number; pauses: number; failed: number; cpuMs: number }
+const tally = (): Tally => ({ completed: 0, seconds: 0, pauses: 0, failed: 0, cpuMs: 0 });
 
 async function chunk(tag: string, n: number, runner: StageRunner, into: Tally): Promise<void> {
   const dir = path.join(home, `ledger-${tag}`);
@@ -65,7 +65,10 @@ async function chunk(tag: string, n: number, runner: StageRunner, into: Tally): 
     });
     const before = captures;
     const t0 = performance.now();
+    const cpu0 = process.cpuUsage();
     await worker.run();
+    const cpu = process.cpuUsage(cpu0);
+    into.cpuMs += (cpu.user + cpu.system) / 1000;
     into.seconds += (performance.now() - t0) / 1000;
     into.completed += worker.completed;
     into.pauses += captures - before;
@@ -159,6 +162,9 @@ async function main(): Promise<void> {
     { metric: '  attempt, point clone: CONFIGURE (identity, entropy, clock)', unit: 'ms', value: phase('running', 'configured') },
     { metric: '  attempt, point clone: command (input in, run, output out)', unit: 'ms', value: phase('started', 'execDone') },
     { metric: '  a spare clone\'s preparation (overlay, QEMU start; in the background)', unit: 'ms', value: phase('prepBegin', 'prepEnd') },
+    { metric: '  CPU per attempt: the clone\'s QEMU (start, state load, guest work)', unit: 'ms', value: median(traces.filter((t) => t.qemuCpuMs >= 0).map((t) => t.qemuCpuMs)) },
+    { metric: '  CPU per attempt: this node process (worker, ledger, smol), fork points', unit: 'ms', value: points.cpuMs / Math.max(1, points.completed) },
+    { metric: '  CPU per attempt: this node process, fork per attempt', unit: 'ms', value: perFork.cpuMs / Math.max(1, perFork.completed) },
     { metric: `parent pauses during ${ATTEMPTS} attempts, fork points`, unit: 'pauses', value: points.pauses, baseline: perFork.pauses, baselineLabel: 'fork per attempt', target: '0' },
     { metric: 'clone from a saved point → first exec done', unit: 'ms', value: median(start.total), target: accel === 'tcg' ? '≤ 250' : undefined },
     { metric: 'the same, its QEMU already waiting (a worker\'s next attempt)', unit: 'ms', value: median(waiting), target: accel === 'tcg' ? '≤ 250' : undefined },

@@ -254,7 +254,11 @@ export class VmStageRunner implements StageRunner {
     } finally {
       this.inflight--;
       marks.execDone = performance.now();
-      if (p && svc.store.find(p.id)) this.teardown(p.id);
+      const rec = p ? svc.store.find(p.id) : null;
+      if (rec) {
+        if (this.o.onTrace && rec.pid) marks.qemuCpuMs = cpuMsOf(rec.pid) ?? NaN;
+        this.teardown(rec.id);
+      }
       this.o.onTrace?.(marks);
     }
   }
@@ -400,6 +404,16 @@ export async function reapStageMachines(svc: MachineService): Promise<number> {
     }
   }
   return n;
+}
+
+/** CPU time (user + system) a process has used so far, from /proc (profiling only). */
+function cpuMsOf(pid: number): number | null {
+  try {
+    const f = fs.readFileSync(`/proc/${pid}/stat`, 'utf8').split(') ')[1].split(' ');
+    return ((Number(f[11]) + Number(f[12])) * 1000) / 100; // utime, stime in clock ticks (USER_HZ 100)
+  } catch {
+    return null;
+  }
 }
 
 /** Whether pid is still the QEMU of the machine whose files are in dir (a pid can be reused). */
