@@ -134,7 +134,10 @@ export class VmStageRunner implements StageRunner {
     this.closed = true;
     const spares = [...this.spares.values()].flat().map((s) => s.p);
     this.spares.clear();
-    for (const s of await Promise.all(spares)) if (s) await this.o.svc.remove(s.id, { force: true }).catch(() => undefined);
+    for (const s of await Promise.all(spares)) {
+      s?.primed?.close();
+      if (s) await this.o.svc.remove(s.id, { force: true }).catch(() => undefined);
+    }
     while (this.teardowns.size) await Promise.all([...this.teardowns]);
   }
 
@@ -164,7 +167,10 @@ export class VmStageRunner implements StageRunner {
       void s.p.then((c) => {
         s.ready = true;
         // closed meanwhile: nobody will take it
-        if (c && this.closed) void this.o.svc.remove(c.id, { force: true }).catch(() => undefined);
+        if (c && this.closed) {
+          c.primed?.close();
+          void this.o.svc.remove(c.id, { force: true }).catch(() => undefined);
+        }
       });
     }
   }

@@ -8,7 +8,7 @@ import type { MachineRecord } from '../registry/machines.js';
 import type { MachineService } from '../service.js';
 import { dieAt } from './faults.js';
 import { identifyAndRelease } from './guest.js';
-import type { ForkOps } from './types.js';
+import type { ForkOps, PrimedRestore } from './types.js';
 
 export interface CloneOutcome {
   name: string;
@@ -106,7 +106,7 @@ export async function prelaunchClone(svc: MachineService, j: CloneJob): Promise<
 }
 
 /** Loads the fork state into a prelaunched clone, then gives it its identity and releases its waiters. */
-export async function startClone(svc: MachineService, ops: ForkOps, j: CloneJob & { stateFile: string; pausedAt: number; keepChannel?: boolean }, pre: CloneOutcome): Promise<CloneOutcome> {
+export async function startClone(svc: MachineService, ops: ForkOps, j: CloneJob & { stateFile: string; pausedAt: number; keepChannel?: boolean; primed?: PrimedRestore }, pre: CloneOutcome): Promise<CloneOutcome> {
   const { rec } = j;
   const layout = svc.layout(rec);
   const out: CloneOutcome = { ...pre, ok: false };
@@ -122,7 +122,8 @@ export async function startClone(svc: MachineService, ops: ForkOps, j: CloneJob 
     let ch: GuestChannel | undefined;
     let kept = false;
     try {
-      await ops.restore(layout, j.stateFile, j.restoreTimeoutMs);
+      if (j.primed) await j.primed.restore(j.stateFile, j.restoreTimeoutMs);
+      else await ops.restore(layout, j.stateFile, j.restoreTimeoutMs);
       dieAt(`after-restore:${j.index}`);
       out.runningMs = performance.now() - j.pausedAt;
       ch = await connecting;

@@ -14,6 +14,7 @@ import type { MachineService } from '../service.js';
 import { prelaunchClone, startClone, type CloneJob, type CloneOutcome } from './clone.js';
 import { assertCompatible } from './identity.js';
 import { cloneEnv, cloneNames } from './plan.js';
+import type { PrimedRestore } from './types.js';
 
 export interface FromPointOptions {
   count?: number;
@@ -52,6 +53,8 @@ export interface PreparedClone {
   job: CloneJob;
   pre: CloneOutcome;
   stateFile: string;
+  /** Its QEMU's control connection, set up for the state (startPrepared uses it; close() if unused). */
+  primed?: PrimedRestore;
 }
 
 /**
@@ -89,7 +92,8 @@ export async function prepareClone(svc: MachineService, pointName: string, name:
     if (!new ForkPointStore(svc.store.db).byName(pointName)) throw new NotFoundError(`fork point "${pointName}" was removed meanwhile`, { where: pointName });
     const pre = await prelaunchClone(svc, job);
     if (!pre.ok) throw new ForkError(`fork from "${pointName}" failed: ${pre.error ?? 'its QEMU did not start'}`, { where: pointName });
-    return { point: pointName, name, id: rec.id, job, pre, stateFile: fp.stateFile };
+    const primed = await ops.primeRestore?.(svc.layout(rec), job.restoreTimeoutMs);
+    return { point: pointName, name, id: rec.id, job, pre, stateFile: fp.stateFile, primed };
   } catch (err) {
     await svc.remove(rec.id, { force: true }).catch(() => undefined);
     throw err;
@@ -106,7 +110,7 @@ export async function prepareClone(svc: MachineService, pointName: string, name:
 export async function startPrepared(svc: MachineService, p: PreparedClone, o: { owned?: boolean; keepChannel?: boolean } = {}): Promise<CloneOutcome> {
   const unlock = svc.store.lock(p.id, 'fork', p.name);
   try {
-    const out = await startClone(svc, svc.engine.fork!, { ...p.job, stateFile: p.stateFile, pausedAt: performance.now(), keepChannel: o.keepChannel }, p.pre);
+    const out = await startClone(svc, svc.engine.fork!, { ...p.job, stateFile: p.stateFile, pausedAt: performance.now(), keepChannel: o.keepChannel, primed: p.primed }, p.pre);
     if (out.ok && o.owned) svc.store.update(p.id, { ownerPid: process.pid });
     if (!out.ok) {
       unlock();
@@ -114,6 +118,7 @@ export async function startPrepared(svc: MachineService, p: PreparedClone, o: { 
     }
     return out;
   } finally {
+    p.primed?.close();
     unlock();
   }
 }
