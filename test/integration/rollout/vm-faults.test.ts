@@ -5,8 +5,8 @@
  * overlay but the warm machine's chain and the point's layer, no template but the point's, no other point.
  *
  * SMOL_VM_FAULT_ATTEMPTS sets the item count (default 40, what fits CI on 2 TCG cores; the issue's 500 runs
- * with `SMOL_VM_FAULT_ATTEMPTS=500 npx vitest run --project integration test/integration/rollout/vm-faults.test.ts`,
- * about an hour here).
+ * with `SMOL_VM_FAULT_ATTEMPTS=500 npx vitest run --project integration test/integration/rollout/vm-faults.test.ts`:
+ * 15 min here at load 13-16, passed; docs/ledger.md).
  */
 import { spawnSync } from 'node:child_process';
 import fs from 'node:fs';
