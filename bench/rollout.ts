@@ -5,6 +5,8 @@
  *  - parent pauses while those attempts run: captures of the warm machine (each one is a stop … cont)
  *  - clone start from a saved point → first exec (`true`) done in it, medians over BENCH_RUNS
  * BENCH_ATTEMPTS (default 200; quick 6) attempts per mode; BENCH_CONCURRENCY (default 2) attempts at once.
+ * The modes run interleaved in chunks of BENCH_CHUNK (default 20) attempts (points, fork per attempt,
+ * process, points, ...), each chunk a fresh worker and runner, so host load from others falls on all alike.
  */
 import fs from 'node:fs';
 import os from 'node:os';
@@ -31,6 +33,7 @@ import { hostAccel, median, percentile, printRows, type Row } from './stats.js';
 const RUNS = Number(process.env.BENCH_RUNS ?? (quickMode ? 1 : 9));
 const ATTEMPTS = Number(process.env.BENCH_ATTEMPTS ?? (quickMode ? 6 : 200));
 const CONCURRENCY = Number(process.env.BENCH_CONCURRENCY ?? 2);
+const CHUNK = Math.min(ATTEMPTS, Number(process.env.BENCH_CHUNK ?? 20));
 const { home, assets, ownHome } = benchHome('rollout');
 requireGuest(assets);
 const spec = smolfileSchema.parse({ memory: 256 });
@@ -43,14 +46,17 @@ const ops = svc.engine.fork!;
 const capture = ops.capture.bind(ops);
 ops.capture = (...a) => { captures++; return capture(...a); };
 
-async function attemptsPerMinute(tag: string, runner: StageRunner): Promise<{ perMin: number; pauses: number; failed: number }> {
+interface Tally { completed: number; seconds: number; pauses: number; failed: number; cpuMs: number }
+const tally = (): Tally => ({ completed: 0, seconds: 0, pauses: 0, failed: 0, cpuMs: 0 });
+
+async function chunk(tag: string, n: number, runner: StageRunner, into: Tally): Promise<void> {
   const dir = path.join(home, `ledger-${tag}`);
   fs.mkdirSync(dir, { recursive: true });
   const ledger = new SqliteLedger({ path: path.join(dir, 'ledger.db') });
   const blobs = new BlobStore(path.join(dir, 'blobs'));
   try {
     const manifest = `apiVersion: smol/v1\nkind: Rollout\nname: ${tag}\nenvironment: { version: e1 }\ndefaults: { maxAttempts: 1, timeout: 120s }\n`
-      + `generate: { count: ${ATTEMPTS}, template: "x{i}" }\nstages:\n  - name: t\n    kind: cpu\n    command: ["true"]\n`;
+      + `generate: { count: ${n}, template: "x{i}" }\nstages:\n  - name: t\n    kind: cpu\n    command: ["true"]\n`;
     await submitRollout(ledger, blobs, manifest);
     let failed = 0;
     const worker = new Worker({
@@ -59,13 +65,22 @@ async function attemptsPerMinute(tag: string, runner: StageRunner): Promise<{ pe
     });
     const before = captures;
     const t0 = performance.now();
+    const cpu0 = process.cpuUsage();
     await worker.run();
-    const s = (performance.now() - t0) / 1000;
-    return { perMin: (worker.completed / s) * 60, pauses: captures - before, failed };
+    const cpu = process.cpuUsage(cpu0);
+    into.cpuMs += (cpu.user + cpu.system) / 1000;
+    into.seconds += (performance.now() - t0) / 1000;
+    into.completed += worker.completed;
+    into.pauses += captures - before;
+    into.failed += failed;
   } finally {
     await ledger.close();
   }
 }
+
+/** Phase marks of the point-clone attempts (VmStageRunner's onTrace), for where an attempt's time goes. */
+const traces: Record<string, number>[] = [];
+const phase = (a: string, b: string) => median(traces.filter((t) => t[a] !== undefined && t[b] !== undefined).map((t) => t[b] - t[a]));
 
 async function firstExec(name: string): Promise<number> {
   const { ch, release } = await svc.channel(name);
@@ -101,31 +116,59 @@ async function main(): Promise<void> {
     await svc.remove(`c${i}`, { force: true });
   }
 
-  // the worker's steady state: the clone's QEMU was started while the previous attempt ran
+  // the worker's steady state: the clone's QEMU was started while the previous attempt ran; the first exec
+  // on the CONFIGURE connection (what a worker does), interleaved with the same on a new connection
   const waiting: number[] = [];
-  for (let i = 0; i < RUNS; i++) {
+  const waitingNewConn: number[] = [];
+  for (let i = 0; i < RUNS * 2; i++) {
+    const kept = i % 2 === 0;
     const p = await prepareClone(svc, 'pt', `w${i}`);
     await new Promise((r) => setTimeout(r, 200));
     const t0 = performance.now();
-    const c = await startPrepared(svc, p);
+    const c = await startPrepared(svc, p, { keepChannel: kept });
     if (!c.ok) throw new Error(`clone w${i}: ${c.error}`);
-    await firstExec(`w${i}`);
-    waiting.push(performance.now() - t0);
+    if (c.channel) {
+      try {
+        await execOnChannel(c.channel.ch, { argv: ['true'] }, { stdin: null, stdout: sink(), stderr: sink() });
+      } finally {
+        c.channel.ch.close();
+        c.channel.release();
+      }
+    } else await firstExec(`w${i}`);
+    (kept ? waiting : waitingNewConn).push(performance.now() - t0);
     await svc.remove(`w${i}`, { force: true });
   }
 
-  const proc = await attemptsPerMinute('process', await ProcessStageRunner.create());
-  const points = await attemptsPerMinute('points', await VmStageRunner.create({ svc, spec, forkPoint: 'pt' }));
-  const perFork = await attemptsPerMinute('fork-each', await VmStageRunner.create({ svc, spec, warmMachine: 'warm', forkEachAttempt: true }));
+  const proc = tally();
+  const points = tally();
+  const perFork = tally();
+  const loads: number[] = [];
+  for (let done = 0, k = 0; done < ATTEMPTS; done += CHUNK, k++) {
+    const n = Math.min(CHUNK, ATTEMPTS - done);
+    await chunk(`points-${k}`, n, await VmStageRunner.create({ svc, spec, forkPoint: 'pt', onTrace: (m) => traces.push(m) }), points);
+    await chunk(`fork-each-${k}`, n, await VmStageRunner.create({ svc, spec, warmMachine: 'warm', forkEachAttempt: true }), perFork);
+    await chunk(`process-${k}`, n, await ProcessStageRunner.create(), proc);
+    loads.push(os.loadavg()[0]);
+  }
+  const perMin = (t: Tally) => (t.completed / t.seconds) * 60;
   const load1 = os.loadavg();
   const accel = await hostAccel();
 
   const rows: Row[] = [
-    { metric: `attempts/min, vm, fork points (${ATTEMPTS} × true, concurrency ${CONCURRENCY})`, unit: '/min', value: points.perMin, baseline: perFork.perMin, baselineLabel: 'fork per attempt', target: accel === 'tcg' ? '≥ 120' : undefined },
-    { metric: 'attempts/min, process isolation (same run)', unit: '/min', value: proc.perMin },
+    { metric: `attempts/min, vm, fork points (${ATTEMPTS} × true, concurrency ${CONCURRENCY})`, unit: '/min', value: perMin(points), baseline: perMin(perFork), baselineLabel: 'fork per attempt', target: accel === 'tcg' ? '≥ 120' : undefined },
+    { metric: 'attempts/min, process isolation (same run)', unit: '/min', value: perMin(proc) },
+    { metric: '  attempt, point clone: waiting for a spare clone', unit: 'ms', value: phase('begin', 'taken') },
+    { metric: '  attempt, point clone: state load + cont', unit: 'ms', value: phase('taken', 'running') },
+    { metric: '  attempt, point clone: CONFIGURE (identity, entropy, clock)', unit: 'ms', value: phase('running', 'configured') },
+    { metric: '  attempt, point clone: command (input in, run, output out)', unit: 'ms', value: phase('started', 'execDone') },
+    { metric: '  a spare clone\'s preparation (overlay, QEMU start; in the background)', unit: 'ms', value: phase('prepBegin', 'prepEnd') },
+    { metric: '  CPU per attempt: the clone\'s QEMU (start, state load, guest work)', unit: 'ms', value: median(traces.filter((t) => t.qemuCpuMs >= 0).map((t) => t.qemuCpuMs)) },
+    { metric: '  CPU per attempt: this node process (worker, ledger, smol), fork points', unit: 'ms', value: points.cpuMs / Math.max(1, points.completed) },
+    { metric: '  CPU per attempt: this node process, fork per attempt', unit: 'ms', value: perFork.cpuMs / Math.max(1, perFork.completed) },
     { metric: `parent pauses during ${ATTEMPTS} attempts, fork points`, unit: 'pauses', value: points.pauses, baseline: perFork.pauses, baselineLabel: 'fork per attempt', target: '0' },
     { metric: 'clone from a saved point → first exec done', unit: 'ms', value: median(start.total), target: accel === 'tcg' ? '≤ 250' : undefined },
     { metric: 'the same, its QEMU already waiting (a worker\'s next attempt)', unit: 'ms', value: median(waiting), target: accel === 'tcg' ? '≤ 250' : undefined },
+    { metric: '  … with the first exec on a new connection instead', unit: 'ms', value: median(waitingNewConn) },
     { metric: '  of which: clone running (QEMU, overlay, state loaded)', unit: 'ms', value: median(start.running) },
     { metric: '  of which: clone configured (identity, entropy, clock)', unit: 'ms', value: median(start.ready) },
     { metric: '  of which: first exec of `true`', unit: 'ms', value: median(start.exec) },
@@ -135,7 +178,7 @@ async function main(): Promise<void> {
   ];
   printRows(`rollout attempts on fork points (${accel.toUpperCase()}, 256 MiB, ${RUNS} runs for medians)`, rows);
   if (points.failed + perFork.failed + proc.failed) console.log(`failed attempts: points ${points.failed}, fork per attempt ${perFork.failed}, process ${proc.failed}`);
-  console.log(`load average before ${load0.map((x) => x.toFixed(1)).join(' ')}, after ${load1.map((x) => x.toFixed(1)).join(' ')}`);
+  console.log(`load average before ${load0.map((x) => x.toFixed(1)).join(' ')}, after ${load1.map((x) => x.toFixed(1)).join(' ')}; 1-min load after each round of chunks: ${loads.map((x) => x.toFixed(1)).join(' ')}`);
 }
 
 /** Whatever happened: every machine (QEMU included) and the point go, then the scratch home. */

@@ -11,11 +11,12 @@
  */
 import crypto from 'node:crypto';
 import fs from 'node:fs';
+import os from 'node:os';
 import { Writable } from 'node:stream';
 import { ConflictError, ForkError, NotFoundError, TimeoutError } from '../errors/index.js';
 import type { Smolfile } from '../smolfile/schema.js';
 import type { ExecHandle, ExecRequest } from '../vm/engine.js';
-import { execOnChannel, type ExecIo, type ExecResult } from '../vm/exec.js';
+import type { ExecIo, ExecResult } from '../vm/exec.js';
 import { forkMachine } from '../vm/fork/fork.js';
 import { prepareClone, startPrepared, type PreparedClone } from '../vm/fork/from-point.js';
 import { saveForkPoint } from '../vm/fork/save.js';
@@ -24,9 +25,11 @@ import { pidAlive } from '../vm/registry/machines.js';
 import { runEphemeral } from '../vm/run.js';
 import type { MachineService } from '../vm/service.js';
 import { stageIsolation, type CpuStage } from './manifest.js';
+import { runStageOnChannel } from './vm-stage-io.js';
 import type { StageOutcome, StageRun, StageRunner } from './stage-runner.js';
 
 /**
+ * For a throwaway machine (clones use runStageOnChannel, which starts no helper process in the guest).
  * Runs in the guest's /bin/sh: copies stdin to $SMOL_INPUT, runs the command on it in a fresh directory
  * under the stage's limits (a subshell, so the final cat is not limited), then prints $SMOL_OUTPUT if the
  * command wrote it, else the command's stdout. The command's exit status is the wrapper's.
@@ -70,6 +73,8 @@ export interface VmStageRunnerOptions {
   forkEachAttempt?: boolean;
   /** Cap on a throwaway machine's boot (restoring the snapshot, or a cold boot on the first run). */
   bootTimeoutMs?: number;
+  /** Profiling (bench:rollout): each point-clone attempt's phase marks, performance.now() ms. */
+  onTrace?: (marks: Record<string, number>) => void;
 }
 
 /** The fork point a worker saves from a warm machine: one per machine, found again by every worker and restart. */
@@ -85,10 +90,15 @@ export class VmStageRunner implements StageRunner {
   /** Fork points by what names them (`point:P`, `warm:M`), each resolved (a warm machine's saved) once. */
   private readonly points = new Map<string, Promise<string>>();
   /**
-   * One clone per point with its QEMU already up, waiting for the next attempt (like a fork's warm spare):
-   * QEMU's start and the overlay (~70 ms under TCG) then happen while the previous attempt runs.
+   * Clones per point with their QEMU already up, waiting for the next attempts (like a fork's warm spare):
+   * QEMU's start and the overlay (~70 ms under TCG) then happen while earlier attempts run. As many as
+   * attempts have run at once (at most one per core): a waiting QEMU costs ~28 MiB and no CPU.
    */
-  private readonly spares = new Map<string, Promise<PreparedClone | null>>();
+  private readonly spares = new Map<string, Spare[]>();
+  private inflight = 0;
+  private peak = 1;
+  /** Clones being removed after their attempt returned its result; close() waits for them. */
+  private readonly teardowns = new Set<Promise<unknown>>();
   private closed = false;
 
   /**
@@ -122,31 +132,54 @@ export class VmStageRunner implements StageRunner {
   /** Removes the waiting clones; the worker calls this when it stops. */
   async close(): Promise<void> {
     this.closed = true;
-    const spares = [...this.spares.values()];
+    const spares = [...this.spares.values()].flat().map((s) => s.p);
     this.spares.clear();
-    for (const s of await Promise.all(spares)) if (s) await this.o.svc.remove(s.id, { force: true }).catch(() => undefined);
+    for (const s of await Promise.all(spares)) {
+      s?.primed?.close();
+      if (s) await this.o.svc.remove(s.id, { force: true }).catch(() => undefined);
+    }
+    while (this.teardowns.size) await Promise.all([...this.teardowns]);
   }
 
   private prepare(point: string): Promise<PreparedClone> {
-    return prepareClone(this.o.svc, point, `stage-${process.pid}-${crypto.randomBytes(4).toString('hex')}`);
+    const t = performance.now();
+    const p = prepareClone(this.o.svc, point, `stage-${process.pid}-${crypto.randomBytes(4).toString('hex')}`);
+    void p.then(() => this.o.onTrace?.({ prepBegin: t, prepEnd: performance.now() }), () => undefined);
+    return p;
   }
 
-  /** The waiting clone if there is one (or one being made), else a new one; either way the next is started after. */
+  /** A waiting clone (a ready one first, else one being made), else a new one; refill() starts the next. */
   private async takeClone(point: string): Promise<PreparedClone> {
-    const spare = this.spares.get(point);
-    this.spares.delete(point);
-    const got = spare ? await spare : null;
+    const pool = this.spares.get(point) ?? [];
+    const i = pool.findIndex((s) => s.ready);
+    const [spare] = pool.splice(i < 0 ? 0 : i, 1);
+    const got = spare ? await spare.p : null;
     return got ?? this.prepare(point);
   }
 
   private refill(point: string): void {
-    if (this.closed || this.spares.has(point) || process.env.SMOL_FORK_SPARE === '0') return;
-    const p = this.prepare(point).catch(() => null);
-    this.spares.set(point, p);
-    void p.then((s) => {
-      // closed meanwhile: nobody will take it
-      if (s && this.closed) void this.o.svc.remove(s.id, { force: true }).catch(() => undefined);
-    });
+    if (this.closed || process.env.SMOL_FORK_SPARE === '0') return;
+    const pool = this.spares.get(point) ?? [];
+    this.spares.set(point, pool);
+    while (pool.length < Math.min(this.peak, Math.max(1, os.cpus().length))) {
+      const s: Spare = { p: this.prepare(point).catch(() => null), ready: false };
+      pool.push(s);
+      void s.p.then((c) => {
+        s.ready = true;
+        // closed meanwhile: nobody will take it
+        if (c && this.closed) {
+          c.primed?.close();
+          void this.o.svc.remove(c.id, { force: true }).catch(() => undefined);
+        }
+      });
+    }
+  }
+
+  /** Removes a clone after its attempt has returned (the result does not wait for QEMU's exit and rm). */
+  private teardown(id: string): void {
+    const t = this.o.svc.remove(id, { force: true }).catch(() => undefined);
+    this.teardowns.add(t);
+    void t.finally(() => this.teardowns.delete(t));
   }
 
   private sourceOf(stage: CpuStage): { forkPoint?: string; warmMachine?: string } | null {
@@ -168,19 +201,18 @@ export class VmStageRunner implements StageRunner {
     const onAbort = () => { aborted = true; vm.kill(); };
     r.signal.addEventListener('abort', onAbort, { once: true });
     if (r.signal.aborted) onAbort();
-    const req: ExecRequest = {
-      argv: ['/bin/sh', '-c', WRAPPER, 'smol-stage', ...r.stage.command],
-      env: { ...r.stage.env, ...r.env, SMOL_LIMITS: ulimitScript(r.stage.limits) },
-    };
-    const io: ExecIo = { stdin: fs.createReadStream(r.inputPath), stdout, stderr, onStart: (h) => vm.started(h) };
+    const env = { ...r.stage.env, ...r.env, SMOL_LIMITS: ulimitScript(r.stage.limits) };
+    const req: ExecRequest = { argv: ['/bin/sh', '-c', WRAPPER, 'smol-stage', ...r.stage.command], env };
+    const io: ExecIo & { stdin: fs.ReadStream } = { stdin: fs.createReadStream(r.inputPath), stdout, stderr, onStart: (h) => vm.started(h) };
+    const cmd = { command: r.stage.command, env, io };
     const deadline = Date.now() + r.timeoutMs;
     const source = this.sourceOf(r.stage);
     const perAttempt = !source && this.o.warmMachine && this.o.forkEachAttempt ? this.o.warmMachine : null;
     if (!source && !perAttempt) vm.track(name);
     try {
       const res = source
-        ? await this.inPointClone(await this.pointFor(source), req, io, vm)
-        : perAttempt ? await this.inClone(perAttempt, `${name}-`, req, io, vm, deadline)
+        ? await this.inPointClone(await this.pointFor(source), cmd, vm)
+        : perAttempt ? await this.inClone(perAttempt, `${name}-`, cmd, vm, deadline)
         : await runEphemeral(this.o.svc, this.o.spec, req, io, {
           name, bootTimeoutMs: Math.max(1000, Math.min(r.timeoutMs, this.o.bootTimeoutMs ?? Infinity)), signal: vm.signal,
         });
@@ -193,47 +225,65 @@ export class VmStageRunner implements StageRunner {
     } finally {
       clearTimeout(timer);
       r.signal.removeEventListener('abort', onAbort);
-      (io.stdin as fs.ReadStream).destroy();
+      io.stdin.destroy();
     }
   }
 
   /** One clone of the point, owned by this worker (a kill -9 of it leaves the clone to the next `ls` or worker). */
-  private async inPointClone(point: string, req: ExecRequest, io: ExecIo, vm: StageVm): Promise<ExecResult> {
+  private async inPointClone(point: string, cmd: StageCommand, vm: StageVm): Promise<ExecResult> {
     const svc = this.o.svc;
+    const marks: Record<string, number> = { begin: performance.now() };
     if (vm.killed) throw new Error('stopped before the clone started');
-    const p = await this.takeClone(point);
+    this.inflight++;
+    this.peak = Math.max(this.peak, this.inflight);
+    let p: PreparedClone | undefined;
     try {
+      p = await this.takeClone(point);
+      marks.taken = performance.now();
       vm.track(p.name);
       if (vm.killed) throw new Error('stopped before the clone started');
-      const c = await startPrepared(svc, p, { owned: true });
-      if (!c.ok) throw new ForkError(`clone from "${point}" failed: ${c.error ?? 'no clone'}`, { where: point });
+      // the CONFIGURE connection stays open for the command: no second connection and HELLO
+      const c = await startPrepared(svc, p, { owned: true, keepChannel: true });
+      marks.started = performance.now();
+      if (c.runningMs !== undefined) marks.running = marks.taken + c.runningMs;
+      if (c.readyMs !== undefined) marks.configured = marks.taken + c.readyMs;
+      if (!c.ok || !c.channel) throw new ForkError(`clone from "${point}" failed: ${c.error ?? 'no clone'}`, { where: point });
       this.refill(point);
-      if (vm.killed) throw new Error('stopped before the clone ran');
-      return await this.execIn(p.name, req, io);
+      const { ch, release } = c.channel;
+      try {
+        if (vm.killed) throw new Error('stopped before the clone ran');
+        return await runStageOnChannel(ch, cmd.command, cmd.env, cmd.io);
+      } finally {
+        ch.close();
+        release();
+      }
     } finally {
-      if (svc.store.find(p.id)) await svc.remove(p.id, { force: true }).catch(() => undefined);
+      this.inflight--;
+      marks.execDone = performance.now();
+      const rec = p ? svc.store.find(p.id) : null;
+      if (rec) {
+        if (this.o.onTrace && rec.pid) marks.qemuCpuMs = cpuMsOf(rec.pid) ?? NaN;
+        this.teardown(rec.id);
+      }
+      this.o.onTrace?.(marks);
     }
   }
 
-  private async inClone(warm: string, prefix: string, req: ExecRequest, io: ExecIo, vm: StageVm, deadline: number): Promise<ExecResult> {
+  private async inClone(warm: string, prefix: string, cmd: StageCommand, vm: StageVm, deadline: number): Promise<ExecResult> {
     const svc = this.o.svc;
     const clone = await this.forkOne(warm, prefix, deadline, vm);
     try {
       vm.track(clone);
       if (vm.killed) throw new Error('stopped before the clone ran');
-      return await this.execIn(clone, req, io);
+      const { ch, release } = await svc.channel(clone);
+      try {
+        return await runStageOnChannel(ch, cmd.command, cmd.env, cmd.io);
+      } finally {
+        ch.close();
+        release();
+      }
     } finally {
       await svc.remove(clone, { force: true }).catch(() => undefined);
-    }
-  }
-
-  private async execIn(machine: string, req: ExecRequest, io: ExecIo): Promise<ExecResult> {
-    const { ch, release } = await this.o.svc.channel(machine);
-    try {
-      return await execOnChannel(ch, req, io);
-    } finally {
-      ch.close();
-      release();
     }
   }
 
@@ -259,6 +309,9 @@ export class VmStageRunner implements StageRunner {
     return p;
   }
 }
+
+interface Spare { p: Promise<PreparedClone | null>; ready: boolean }
+interface StageCommand { command: string[]; env: Record<string, string>; io: ExecIo & { stdin: fs.ReadStream } }
 
 /**
  * The attempt's machine, so a deadline or cancel can kill its QEMU. A throwaway machine still booting is
@@ -357,6 +410,16 @@ export async function reapStageMachines(svc: MachineService): Promise<number> {
     }
   }
   return n;
+}
+
+/** CPU time (user + system) a process has used so far, from /proc (profiling only). */
+function cpuMsOf(pid: number): number | null {
+  try {
+    const f = fs.readFileSync(`/proc/${pid}/stat`, 'utf8').split(') ')[1].split(' ');
+    return ((Number(f[11]) + Number(f[12])) * 1000) / 100; // utime, stime in clock ticks (USER_HZ 100)
+  } catch {
+    return null;
+  }
 }
 
 /** Whether pid is still the QEMU of the machine whose files are in dir (a pid can be reused). */

@@ -5,6 +5,7 @@
  */
 import crypto from 'node:crypto';
 import fs from 'node:fs';
+import path from 'node:path';
 import { ForkError, NotFoundError, PrerequisiteError } from '../../errors/index.js';
 import type { Progress } from '../engine.js';
 import { ForkPointStore, type ForkPointRecord } from '../registry/fork-points.js';
@@ -13,6 +14,7 @@ import type { MachineService } from '../service.js';
 import { prelaunchClone, startClone, type CloneJob, type CloneOutcome } from './clone.js';
 import { assertCompatible } from './identity.js';
 import { cloneEnv, cloneNames } from './plan.js';
+import type { PrimedRestore } from './types.js';
 
 export interface FromPointOptions {
   count?: number;
@@ -51,6 +53,8 @@ export interface PreparedClone {
   job: CloneJob;
   pre: CloneOutcome;
   stateFile: string;
+  /** Its QEMU's control connection, set up for the state (startPrepared uses it; close() if unused). */
+  primed?: PrimedRestore;
 }
 
 /**
@@ -81,13 +85,15 @@ export async function prepareClone(svc: MachineService, pointName: string, name:
   const job: CloneJob = {
     rec, index: id.index, env: id.env, memFile: fp.memFile, frozenDisk: fp.frozenDisk, port: fp.source.port,
     diskSize: fp.source.diskSize, restoreTimeoutMs: o.restoreTimeoutMs ?? 30_000,
+    overlayTemplate: path.join(path.dirname(fp.stateFile), 'clone-overlay.qcow2'),
   };
   try {
     // inserted with the point named: a `snapshot rm` from now on sees this clone and refuses
     if (!new ForkPointStore(svc.store.db).byName(pointName)) throw new NotFoundError(`fork point "${pointName}" was removed meanwhile`, { where: pointName });
     const pre = await prelaunchClone(svc, job);
     if (!pre.ok) throw new ForkError(`fork from "${pointName}" failed: ${pre.error ?? 'its QEMU did not start'}`, { where: pointName });
-    return { point: pointName, name, id: rec.id, job, pre, stateFile: fp.stateFile };
+    const primed = await ops.primeRestore?.(svc.layout(rec), job.restoreTimeoutMs);
+    return { point: pointName, name, id: rec.id, job, pre, stateFile: fp.stateFile, primed };
   } catch (err) {
     await svc.remove(rec.id, { force: true }).catch(() => undefined);
     throw err;
@@ -97,12 +103,14 @@ export async function prepareClone(svc: MachineService, pointName: string, name:
 /**
  * Loads the point's state into a prepared clone and configures it (identity, entropy, clock, environment).
  * `owned`: the clone stays this process's (`machine ls` removes it once the process is gone), for clones
- * that live as long as one job, such as a rollout attempt. A failed clone is removed.
+ * that live as long as one job, such as a rollout attempt. `keepChannel`: the outcome carries the open
+ * CONFIGURE connection for the job's first command (the caller closes it and calls its release). A failed
+ * clone is removed.
  */
-export async function startPrepared(svc: MachineService, p: PreparedClone, o: { owned?: boolean } = {}): Promise<CloneOutcome> {
+export async function startPrepared(svc: MachineService, p: PreparedClone, o: { owned?: boolean; keepChannel?: boolean } = {}): Promise<CloneOutcome> {
   const unlock = svc.store.lock(p.id, 'fork', p.name);
   try {
-    const out = await startClone(svc, svc.engine.fork!, { ...p.job, stateFile: p.stateFile, pausedAt: performance.now() }, p.pre);
+    const out = await startClone(svc, svc.engine.fork!, { ...p.job, stateFile: p.stateFile, pausedAt: performance.now(), keepChannel: o.keepChannel, primed: p.primed }, p.pre);
     if (out.ok && o.owned) svc.store.update(p.id, { ownerPid: process.pid });
     if (!out.ok) {
       unlock();
@@ -110,6 +118,7 @@ export async function startPrepared(svc: MachineService, p: PreparedClone, o: { 
     }
     return out;
   } finally {
+    p.primed?.close();
     unlock();
   }
 }

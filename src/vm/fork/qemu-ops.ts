@@ -2,7 +2,9 @@
  * Live fork on QEMU (DESIGN.md §3): RAM in a shared file, migration with x-ignore-shared so the state is the
  * device state only, clones mapping the file copy-on-write and loading the state with `-incoming defer`.
  */
+import { once } from 'node:events';
 import fs from 'node:fs';
+import net from 'node:net';
 import path from 'node:path';
 import { ForkError, SnapshotRestoreError, TimeoutError } from '../../errors/index.js';
 import type { VmBackend } from '../backend/index.js';
@@ -11,7 +13,7 @@ import { QmpClient } from '../qemu/qmp.js';
 import { strayQemuPid, type MachineLayout } from '../layout.js';
 import { dieAt } from './faults.js';
 import { sparseCopy } from './sparse-copy.js';
-import type { CaptureRequest, CaptureResult, ForkOps, Inspection, MemoryMode, VmIdentity } from './types.js';
+import type { CaptureRequest, CaptureResult, ForkOps, Inspection, MemoryMode, PrimedRestore, VmIdentity } from './types.js';
 
 /** The default 32 MiB/s cap would make even a device-state-only save slow; the file is local. */
 const MAX_BANDWIDTH = 64 * 1024 ** 3;
@@ -122,21 +124,11 @@ export function createQemuForkOps(getBackend: () => Promise<VmBackend>): ForkOps
     },
 
     async restore(layout: MachineLayout, stateFile: string, timeoutMs: number): Promise<void> {
-      // the clone's QEMU was started ahead; if it died meanwhile, say so now rather than at the timeout
-      const pid = strayQemuPid(layout);
-      const qmp = await QmpClient.connect(layout.qmpSocket, timeoutMs, () => pid !== null && strayQemuPid(layout) === pid);
-      try {
-        await qmp.execute('migrate-set-capabilities', { capabilities: [{ capability: 'x-ignore-shared', state: true }] });
-        await qmp.execute('migrate-incoming', { uri: `exec:cat ${shq(stateFile)}` });
-        await waitMigration(qmp, timeoutMs, 'loading the device state');
-        await qmp.execute('cont');
-      } catch (err) {
-        if (err instanceof SnapshotRestoreError) throw err;
-        throw new SnapshotRestoreError(`restoring the fork state failed: ${(err as Error).message}`, { cause: err });
-      } finally {
-        qmp.close();
-      }
+      const primed = await primeRestore(layout, timeoutMs);
+      await primed.restore(stateFile, timeoutMs);
     },
+
+    primeRestore,
 
     async commitLayers(layout: MachineLayout, top: string, base: string): Promise<void> {
       const qmp = await QmpClient.connect(layout.qmpSocket, 5_000);
@@ -165,6 +157,60 @@ export function createQemuForkOps(getBackend: () => Promise<VmBackend>): ForkOps
 }
 
 interface JobInfo { id: string; status: string; error?: string }
+
+/** Connects to a waiting clone's QEMU and sets the capability the state needs; the state comes later. */
+async function primeRestore(layout: MachineLayout, timeoutMs: number): Promise<PrimedRestore> {
+  // the clone's QEMU was started ahead; if it died meanwhile, say so now rather than at the timeout
+  const pid = strayQemuPid(layout);
+  let conn: QmpClient | undefined;
+  try {
+    conn = await QmpClient.connect(layout.qmpSocket, timeoutMs, () => pid !== null && strayQemuPid(layout) === pid);
+    await conn.execute('migrate-set-capabilities', { capabilities: [{ capability: 'x-ignore-shared', state: true }] });
+  } catch (err) {
+    conn?.close();
+    throw new SnapshotRestoreError(`restoring the fork state failed: ${(err as Error).message}`, { cause: err });
+  }
+  const qmp = conn;
+  return {
+    async restore(stateFile: string, loadTimeoutMs: number): Promise<void> {
+      try {
+        // QEMU listens, smol writes the state file in: `exec:cat` would fork QEMU (256 MiB mapped) and start a
+        // shell and cat, ~15-30 ms of a clone start under TCG
+        const sock = path.join(layout.runDir, 'incoming.sock');
+        fs.rmSync(sock, { force: true });
+        await qmp.execute('migrate-incoming', { uri: `unix:${sock}` });
+        await sendFile(sock, stateFile);
+        await waitMigration(qmp, loadTimeoutMs, 'loading the device state');
+        fs.rmSync(sock, { force: true });
+        await qmp.execute('cont');
+      } catch (err) {
+        if (err instanceof SnapshotRestoreError) throw err;
+        throw new SnapshotRestoreError(`restoring the fork state failed: ${(err as Error).message}`, { cause: err });
+      } finally {
+        qmp.close();
+      }
+    },
+    close: () => qmp.close(),
+  };
+}
+
+/**
+ * Writes a state file (tens of KB) into QEMU's listening Unix socket. QEMU hangs up as soon as it has read
+ * the stream's end marker, perhaps before our end is acknowledged, so a reset after the connect is no error
+ * here: query-migrate says whether the load worked.
+ */
+async function sendFile(sock: string, file: string): Promise<void> {
+  const data = fs.readFileSync(file);
+  const conn = net.connect(sock);
+  try {
+    await once(conn, 'connect');
+  } catch (err) {
+    conn.destroy();
+    throw err;
+  }
+  conn.on('error', () => undefined);
+  conn.end(data);
+}
 
 async function waitMigration(qmp: QmpClient, timeoutMs: number, what: string): Promise<void> {
   const deadline = Date.now() + timeoutMs;

@@ -58,8 +58,19 @@ export interface ForkOps {
   /** Load a state into a clone started with `-incoming defer` and run it. */
   restore(layout: MachineLayout, stateFile: string, timeoutMs: number): Promise<void>;
   /**
+   * The part of restore() that needs no state: for a clone kept waiting (a rollout worker's next attempt),
+   * so that the control connection and its setup are not on the clone start's path.
+   */
+  primeRestore?(layout: MachineLayout, timeoutMs: number): Promise<PrimedRestore>;
+  /**
    * Merges the running machine's frozen layers from `top` down into `base` (both under its active overlay,
    * named as its chain names them); the active overlay then sits on `base`. Nothing else may read them.
    */
   commitLayers(layout: MachineLayout, top: string, base: string): Promise<void>;
+}
+
+/** A clone's restore, ready but for the state: restore() once, or close() to give it up. */
+export interface PrimedRestore {
+  restore(stateFile: string, timeoutMs: number): Promise<void>;
+  close(): void;
 }

@@ -117,6 +117,10 @@ describe('smol worker --isolation vm (real QEMU)', () => {
     await submitAndWork(manifest('vmfork2', `  - name: count\n    kind: cpu\n    command: [sh, -c, '${IN_VM}; echo "$(wc -c) $where"']\n`, 1), ['--warm-machine', 'warm']);
     expect((await outputs('vmfork2')).texts).toEqual(['3 vm\n']);
     expect(JSON.parse((await smolCli(['snapshot', 'ls', '--json'], { home })).stdout)).toHaveLength(1);
+    // in a clone the agent carries input and output (no wrapper in the guest): $SMOL_OUTPUT wins over stdout,
+    // the limits apply, the command runs in the clone with its own hostname
+    await submitAndWork(manifest('vmfork3', `  - name: upper\n    kind: cpu\n    limits: { openFiles: 77 }\n    command: [sh, -c, 'echo noise; ${IN_VM}; echo "$(tr a-z A-Z) $where $(ulimit -n) $(hostname)" > "$SMOL_OUTPUT"']\n`, 2), ['--warm-machine', 'warm']);
+    expect((await outputs('vmfork3')).texts).toEqual([expect.stringMatching(/^IN0 vm 77 stage-\d+-[0-9a-f]{8}\n$/), expect.stringMatching(/^IN1 vm 77 stage-\d+-[0-9a-f]{8}\n$/)]);
     expect((await smolCli(['snapshot', 'rm', 'warm.warm'], { home })).code).toBe(0);
     expect((await smolCli(['machine', 'rm', '--force', 'warm'], { home })).code).toBe(0);
     expect(qemuProcessesMentioning(home)).toEqual([]);
