@@ -13,6 +13,7 @@ import { SqliteLedger } from '../../../src/ledger/sqlite.js';
 import { parseManifest } from '../../../src/rollout/manifest.js';
 import { completionFor } from '../../fixtures/upstream/server.js';
 import { killQemuMentioning, qemuProcessesMentioning, root, scratchHome, sharedHome, smol } from '../../helpers/cli.js';
+import { removeHomeShm } from '../../helpers/shm.js';
 
 let home: string;
 let run: { code: number | null; out: string };
@@ -31,6 +32,7 @@ beforeAll(async () => {
 }, 450_000);
 afterAll(() => {
   killQemuMentioning(home);
+  removeHomeShm(home); // the warm machine's fork point keeps its template in /dev/shm, outside the home
   fs.rmSync(home, { recursive: true, force: true });
 });
 

@@ -9,6 +9,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { BlobStore } from '../../../src/ledger/blobs.js';
 import { SqliteLedger } from '../../../src/ledger/sqlite.js';
 import { killQemuMentioning, qemuProcessesMentioning, scratchHome, sharedHome, smol as smolCli } from '../../helpers/cli.js';
+import { removeHomeShm } from '../../helpers/shm.js';
 import { smol, smolRun, type Proc } from './procs.js';
 
 let home: string;
@@ -22,6 +23,7 @@ beforeAll(() => {
 afterAll(() => {
   for (const p of procs) p.kill('SIGKILL');
   killQemuMentioning(home);
+  removeHomeShm(home); // the warm machine's fork point keeps its template in /dev/shm, outside the home
   fs.rmSync(home, { recursive: true, force: true });
 });
 
