@@ -2,6 +2,7 @@
  * The only module that imports execa (DESIGN.md §7). Everything that starts a subprocess goes through here,
  * so timeouts, signal forwarding and error wording stay consistent.
  */
+import { createHash } from 'node:crypto';
 import { fork, spawn as spawnChild, spawnSync, type ChildProcess } from 'node:child_process';
 import { closeSync, constants, openSync } from 'node:fs';
 import { access, stat } from 'node:fs/promises';
@@ -128,6 +129,20 @@ export function spawnDaemon(file: string, args: readonly string[], o: { outFile?
   } finally {
     if (typeof out === 'number') closeSync(out);
   }
+}
+
+/**
+ * The SHA-256 of a program's stdout, hashed as it streams (a listing wanted only as a fingerprint), or null
+ * when the program is missing or exits non-zero. No execa: this runs at the CLI's launch (cli/prefetch.ts).
+ */
+export function digestOfOutput(file: string, args: readonly string[], o: { env?: Record<string, string> } = {}): Promise<string | null> {
+  return new Promise((resolve) => {
+    const h = createHash('sha256');
+    const child = spawnChild(file, args, { stdio: ['ignore', 'pipe', 'ignore'], env: { ...process.env, ...o.env } });
+    child.stdout!.on('data', (b: Buffer) => h.update(b));
+    child.once('error', () => resolve(null));
+    child.once('close', (code) => resolve(code === 0 ? h.digest('hex') : null));
+  });
 }
 
 /** The path `file` resolves to on PATH (or itself when it is an existing executable path), like `command -v`. */

@@ -3,7 +3,8 @@ import os from 'node:os';
 import path from 'node:path';
 import { afterAll, describe, expect, it } from 'vitest';
 import { treeDigest } from '../../../../src/vm/image/digest.js';
-import { cachedTreeDigest, speculativeTreeDigest, statFingerprint, statFingerprintOffThread } from '../../../../src/vm/image/tree-digest-cache.js';
+import { cachedTreeDigest, speculativeTreeDigest } from '../../../../src/vm/image/tree-digest-cache.js';
+import { earlyFingerprint, startEarlyFingerprint, treeFingerprint } from '../../../../src/vm/image/tree-fingerprint.js';
 
 const tmp = fs.mkdtempSync(path.join(os.tmpdir(), 'smol-tdc-'));
 afterAll(() => fs.rmSync(tmp, { recursive: true, force: true }));
@@ -48,12 +49,37 @@ describe('tree digests cached by stat fingerprint', () => {
   });
 });
 
-describe('speculative tree digests (checked on a worker thread)', () => {
-  it('the worker walks the tree exactly as the caller\'s thread does', async () => {
-    expect(await statFingerprintOffThread(tree)).toBe(statFingerprint(tree));
-    expect(await statFingerprintOffThread(path.join(tmp, 'no-such-dir'))).toBeNull();
+describe('tree fingerprints (GNU find listings)', () => {
+  it('are stable for an unchanged tree, null for a missing one, and see a rename and a name with a newline', async () => {
+    const before = await treeFingerprint(tree);
+    expect(before).toMatch(/^[0-9a-f]{64}$/);
+    expect(await treeFingerprint(tree)).toBe(before);
+    expect(await treeFingerprint(path.join(tmp, 'no-such-dir'))).toBeNull();
+    fs.renameSync(path.join(tree, 'etc', 'conf'), path.join(tree, 'etc', 'conf\nx'));
+    const renamed = await treeFingerprint(tree);
+    expect(renamed).not.toBe(before);
+    // back again is still a change: the rename moved the file's ctime and the directory's mtime
+    fs.renameSync(path.join(tree, 'etc', 'conf\nx'), path.join(tree, 'etc', 'conf'));
+    expect(await treeFingerprint(tree)).not.toBe(before);
   });
 
+  it('follows a symlink given as the tree itself', async () => {
+    const link = path.join(tmp, 'tree-link');
+    fs.symlinkSync(tree, link);
+    expect(await treeFingerprint(link)).not.toBeNull();
+    expect(await treeFingerprint(link)).not.toBe(await treeFingerprint(path.join(tmp, 'no-such-dir')));
+  });
+
+  it('an early listing is handed out once', async () => {
+    startEarlyFingerprint(tree);
+    const p = earlyFingerprint(tree);
+    expect(p).toBeDefined();
+    expect(await p).toBe(await treeFingerprint(tree));
+    expect(earlyFingerprint(tree)).toBeUndefined();
+  });
+});
+
+describe('speculative tree digests', () => {
   it('answers null for a tree never hashed', async () => {
     const other = path.join(tmp, 'never');
     fs.mkdirSync(other);
