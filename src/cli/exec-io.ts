@@ -2,6 +2,7 @@
 import { ExitCode, InterruptedError } from '../errors/index.js';
 import type { ExecHandle } from '../vm/engine.js';
 import type { ExecIo } from '../vm/exec.js';
+import { onBrokenPipe } from './broken-pipe.js';
 
 export interface TerminalIo {
   io: ExecIo;
@@ -39,6 +40,12 @@ export function terminalIo(o: { interactive?: boolean; tty?: boolean; timeoutMs?
     handle.signal('SIGTERM');
     setTimeout(() => abort(143), TERM_GRACE_MS).unref();
   };
+  // a reader that went away (`smol run -- cmd | head`) ends the command as SIGPIPE would, cleanup first
+  onBrokenPipe(() => {
+    if (ctl.signal.aborted) return;
+    ctl.abort(new InterruptedError('the reader of the output went away', ExitCode.brokenPipe));
+    setTimeout(() => process.exit(ExitCode.brokenPipe), CLEANUP_MS).unref();
+  });
   const onResize = () => handle?.resize(process.stdout.rows ?? 24, process.stdout.columns ?? 80);
   process.on('SIGINT', onSigint);
   process.on('SIGTERM', onSigterm);
@@ -58,6 +65,7 @@ export function terminalIo(o: { interactive?: boolean; tty?: boolean; timeoutMs?
       onStart: (h) => { handle = h; },
     },
     restore: () => {
+      onBrokenPipe(null);
       process.off('SIGINT', onSigint);
       process.off('SIGTERM', onSigterm);
       if (tty) {

@@ -11,6 +11,8 @@ export function handleError(err: unknown, json = false): number {
     err = new ValidationError('invalid options', err.issues.map((i) => ({ path: i.path.join('.') || '(root)', message: i.message })));
   }
   if (err instanceof SmolError) {
+    // as a shell is silent about a command SIGPIPE ended, and stderr may be the closed pipe
+    if (err.exitCode === ExitCode.brokenPipe && !json) return err.exitCode;
     if (json) {
       const issues = err instanceof ValidationError ? err.issues : undefined;
       process.stderr.write(JSON.stringify({ error: { type: err.name, message: err.message, where: err.where, hint: err.hint, exitCode: err.exitCode, issues } }) + '\n');

@@ -6,6 +6,7 @@
 import { Command, CommanderError } from 'commander';
 import { applyColorPolicy } from './color.js';
 import { handleError } from './handle-error.js';
+import { guardPipes } from './broken-pipe.js';
 
 type Register = (program: Command) => void;
 
@@ -60,11 +61,7 @@ async function programFor(argv: string[]): Promise<Command> {
 export async function main(argv: string[]): Promise<number> {
   applyColorPolicy();
   const json = argv.includes('--json');
-  // `smol … | head` closes the pipe early: that is the reader's choice, not an error (and not a stack trace)
-  process.stdout.on('error', (err: NodeJS.ErrnoException) => {
-    if (err.code === 'EPIPE') process.exit(process.exitCode ?? 0);
-    throw err;
-  });
+  guardPipes();
   try {
     const program = await programFor(argv);
     await program.parseAsync(argv);

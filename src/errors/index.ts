@@ -22,6 +22,7 @@ export const ExitCode = {
   integrity: 76, // checksum, signature or format check failed
   timeout: 124, // --timeout elapsed
   interrupted: 130, // Ctrl-C
+  brokenPipe: 141, // the reader of smol's output went away (as a shell reports SIGPIPE)
   terminated: 143, // SIGTERM the command did not act on
 } as const;
 export type ExitCodeValue = (typeof ExitCode)[keyof typeof ExitCode];
@@ -123,5 +124,5 @@ export function mapFsError(err: unknown, what: string): unknown {
 
 /** smol was told to stop (a second Ctrl-C, or SIGTERM) and did, after cleaning up what it started. */
 export class InterruptedError extends SmolError {
-  constructor(message: string, code: typeof ExitCode.interrupted | typeof ExitCode.terminated = ExitCode.interrupted) { super(message, code); }
+  constructor(message: string, code: typeof ExitCode.interrupted | typeof ExitCode.terminated | typeof ExitCode.brokenPipe = ExitCode.interrupted) { super(message, code); }
 }

@@ -46,6 +46,17 @@ describe('smol run (real QEMU)', () => {
     expect(r.code).toBe(124);
   });
 
+  it('ends with 141 and removes the machine when the reader of its output goes away (| head)', async () => {
+    const child = smolSpawn(['run', '--', 'sh', '-c', 'while :; do echo y; done'], { home });
+    await new Promise<void>((resolve) => child.stdout!.once('data', () => resolve()));
+    child.stdout!.destroy(); // as `head -1` does once it has its line
+    const code = await new Promise<number | null>((resolve) => child.on('close', resolve));
+    expect(code).toBe(141);
+    // looked at before any `machine ls`, which would clean up an orphan on its own
+    expect(qemuProcessesMentioning(home)).toEqual([]);
+    expect(fs.readdirSync(path.join(home, 'machines'))).toEqual([]);
+  });
+
   it('delivers Ctrl-C to the guest process and removes the machine', async () => {
     const child = smolSpawn(['run', '--', 'sh', '-c', 'echo ready; exec sleep 60'], { home });
     let out = '';
