@@ -32,16 +32,22 @@ export async function runEphemeral(svc: MachineService, spec: Smolfile, req: Exe
   // a missing secret fails here too; values are delivered after boot (and after any boot snapshot is saved)
   const secrets = resolveSecrets(mergeSecrets(spec.secrets, o.secrets));
   trace('run: start');
-  // a rootfs directory hashed before resolves on trust, and its stat walk runs while the machine boots
-  const rec = await svc.create(spec, { ephemeral: true, name: o.name, onProgress: o.onProgress, speculativeImage: true });
+  // beside this run, not before it: the machines of runs killed earlier (never this one: its owner lives)
+  const reaping = svc.reapDeadRuns().catch(() => []);
   try {
-    return await runCreated(svc, rec, req, io, { ...o, resolved: secrets, imageConfirmed: rec.imageConfirmed });
-  } catch (err) {
-    if (!(err instanceof StaleImage)) throw err;
-    // the machine booted on the tree's last digest, the tree has changed since, and the command has not run
-    o.onProgress?.(`image ${spec.image} changed since it was last hashed: hashing it again`);
-    const fresh = await svc.create(spec, { ephemeral: true, name: o.name, onProgress: o.onProgress });
-    return runCreated(svc, fresh, req, io, { ...o, resolved: secrets });
+    // a rootfs directory hashed before resolves on trust, and its stat walk runs while the machine boots
+    const rec = await svc.create(spec, { ephemeral: true, name: o.name, onProgress: o.onProgress, speculativeImage: true });
+    try {
+      return await runCreated(svc, rec, req, io, { ...o, resolved: secrets, imageConfirmed: rec.imageConfirmed });
+    } catch (err) {
+      if (!(err instanceof StaleImage)) throw err;
+      // the machine booted on the tree's last digest, the tree has changed since, and the command has not run
+      o.onProgress?.(`image ${spec.image} changed since it was last hashed: hashing it again`);
+      const fresh = await svc.create(spec, { ephemeral: true, name: o.name, onProgress: o.onProgress });
+      return runCreated(svc, fresh, req, io, { ...o, resolved: secrets });
+    }
+  } finally {
+    await reaping;
   }
 }
 

@@ -312,8 +312,7 @@ export class MachineService {
   async list(): Promise<MachineRecord[]> {
     const out: MachineRecord[] = [];
     for (const r of this.store.list()) {
-      // a `smol run -d --no-rm` machine outlives its supervisor on purpose (detach.ts)
-      if (isOrphan(r) && this.store.lockHolder(r.id) === null && !isKeptDetached(this, r)) {
+      if (this.reapable(r)) {
         await this.remove(r.id, { force: true }).catch(() => undefined);
         continue;
       }
@@ -323,6 +322,23 @@ export class MachineService {
     }
     await sweepAbandonedForks(this).catch(() => undefined);
     return out;
+  }
+
+  /**
+   * The throwaway machines of `smol run`s that died (kill -9, a closed terminal). Each `smol run` reaps them:
+   * their QEMU would otherwise run, and hold its memory, until someone's `smol machine ls`.
+   */
+  async reapDeadRuns(): Promise<string[]> {
+    const reaped: string[] = [];
+    for (const r of this.store.list()) {
+      if (r.ephemeral && this.reapable(r)) reaped.push(...await this.remove(r.id, { force: true }).catch(() => []));
+    }
+    return reaped;
+  }
+
+  /** An orphan nobody works on; a `smol run -d --no-rm` machine outlives its supervisor on purpose (detach.ts). */
+  private reapable(r: MachineRecord): boolean {
+    return isOrphan(r) && this.store.lockHolder(r.id) === null && !isKeptDetached(this, r);
   }
 
   /**

@@ -57,6 +57,19 @@ describe('smol run (real QEMU)', () => {
     expect(fs.readdirSync(path.join(home, 'machines'))).toEqual([]);
   });
 
+  it('reaps the machine of a run killed with -9 at the next run, without a `machine ls`', async () => {
+    const child = smolSpawn(['run', '--', 'sh', '-c', 'echo ready; exec sleep 60'], { home });
+    await new Promise<void>((resolve) => child.stdout!.on('data', (d: Buffer) => { if (String(d).includes('ready')) resolve(); }));
+    child.kill('SIGKILL');
+    await new Promise((resolve) => child.on('close', resolve));
+    // the orphan's QEMU outlives its smol (daemonized), so there is something to reap
+    expect(qemuProcessesMentioning(home)).toHaveLength(1);
+    const r = await smol(['run', '--', 'true'], { home });
+    expect(r.code).toBe(0);
+    expect(qemuProcessesMentioning(home)).toEqual([]);
+    expect(fs.readdirSync(path.join(home, 'machines'))).toEqual([]);
+  });
+
   it('delivers Ctrl-C to the guest process and removes the machine', async () => {
     const child = smolSpawn(['run', '--', 'sh', '-c', 'echo ready; exec sleep 60'], { home });
     let out = '';
