@@ -28,3 +28,11 @@ export function applyColorPolicy(): void {
 
 /** For renderers that colour on their own (cli-table3). */
 export const stdoutHasColor = (): boolean => chalk.level > 0;
+
+/**
+ * Whether stderr can show a spinner: a terminal that reports its width. One that says 0 columns (a serial
+ * console, `docker exec -t` before its size is set) sent ora's line clearing into an endless loop.
+ */
+export function spinnerTerminal(stream: { isTTY?: boolean; columns?: number } = process.stderr): boolean {
+  return !!stream.isTTY && (stream.columns ?? 0) > 0;
+}

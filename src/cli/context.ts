@@ -8,6 +8,7 @@ import type { MachineSource } from '../artifact/index.js';
 import fs from 'node:fs';
 import path from 'node:path';
 import { dataPaths, smolHome } from '../util/paths.js';
+import { spinnerTerminal } from './color.js';
 
 let service: MachineService | undefined;
 
@@ -30,7 +31,7 @@ export interface ProgressReporter { update(msg: string): void; done(msg?: string
 
 /** A spinner on an interactive stderr; quiet otherwise (or one line per step with SMOL_VERBOSE=1). */
 export function progress(quiet = false): ProgressReporter {
-  if (!quiet && process.stderr.isTTY) {
+  if (!quiet && spinnerTerminal()) {
     // ora loads only on a terminal, in the background: the spinner appears once it has, showing the latest step
     let spinner: Ora | undefined;
     let text: string | undefined;

@@ -3,7 +3,7 @@
 mode while the command runs. Prints one JSON line: {"icanon": bool, "echo": bool, "output": str, "code": int}.
   pty-probe.py MARKER INPUT -- command...
 Waits for MARKER in the output, reads the line discipline's ICANON/ECHO flags, types INPUT, then
-collects output until the command exits (at most 60 s)."""
+collects output until the command exits (at most 60 s). PTY_SIZE=ROWSxCOLS sets the window (default 24x80)."""
 import fcntl, json, os, pty, select, struct, sys, termios, time
 
 def main():
@@ -12,9 +12,14 @@ def main():
     pid, fd = pty.fork()
     if pid == 0:
         os.execvp(argv[0], argv)
-    fcntl.ioctl(fd, termios.TIOCSWINSZ, struct.pack('HHHH', 24, 80, 0, 0))  # a 0x0 terminal confuses spinners
-    out, state, deadline = b'', None, time.time() + 60
-    while time.time() < deadline and os.waitpid(pid, os.WNOHANG)[0] == 0:
+    rows, cols = (int(n) for n in os.environ.get('PTY_SIZE', '24x80').split('x'))  # 0x0: a console that reports no size
+    fcntl.ioctl(fd, termios.TIOCSWINSZ, struct.pack('HHHH', rows, cols, 0, 0))
+    out, state, deadline, reaped = b'', None, time.time() + 60, None
+    while time.time() < deadline:
+        done, st = os.waitpid(pid, os.WNOHANG)
+        if done:
+            reaped = st
+            break
         r, _, _ = select.select([fd], [], [], 0.1)
         if r:
             try:
@@ -29,7 +34,15 @@ def main():
             lflag = termios.tcgetattr(fd)[3]
             state = {'icanon': bool(lflag & termios.ICANON), 'echo': bool(lflag & termios.ECHO)}
             os.write(fd, typed)
-    done, status = os.waitpid(pid, os.WNOHANG)
+    while reaped is not None and select.select([fd], [], [], 0.1)[0]:  # what it wrote just before it exited
+        try:
+            chunk = os.read(fd, 65536)
+        except OSError:
+            break
+        if not chunk:
+            break
+        out += chunk
+    done, status = (pid, reaped) if reaped is not None else os.waitpid(pid, os.WNOHANG)
     if not done:
         os.kill(pid, 9)
         _, status = os.waitpid(pid, 0)

@@ -15,9 +15,9 @@ beforeAll(() => { home = scratchHome('tty'); });
 afterAll(() => { fs.rmSync(home, { recursive: true, force: true }); });
 
 interface Probe { icanon: boolean | null; echo: boolean | null; output: string; code: number }
-function onPty(args: string[]): Probe {
+function onPty(args: string[], size = '24x80'): Probe {
   const r = spawnSync('python3', [probe, 'READY', 'hi\r', '--', process.execPath, smolBin, ...args],
-    { env: { ...cliEnv({ home }), NO_COLOR: undefined }, encoding: 'utf8', timeout: 110_000 });
+    { env: { ...cliEnv({ home }), NO_COLOR: undefined, PTY_SIZE: size }, encoding: 'utf8', timeout: 110_000 });
   expect(r.status, r.stderr).toBe(0);
   return JSON.parse(r.stdout) as Probe;
 }
@@ -33,4 +33,10 @@ describe.skipIf(!hasPython)('interactive runs on a real terminal (skipped withou
       expect(after).toContain('GOT hi');
     });
   }
+
+  it('smol run finishes on a terminal that reports 0x0 (no spinner: its line clearing looped forever)', () => {
+    const p = onPty(['run', '-i', '--cold-boot', '--', 'sh', '-c', 'echo READY; read x; echo GOT $x'], '0x0');
+    expect(p.code).toBe(0);
+    expect(p.output).toContain('GOT hi');
+  });
 });

@@ -1,5 +1,5 @@
 import { describe, expect, it } from 'vitest';
-import { colorLevel } from '../../../src/cli/color.js';
+import { colorLevel, spinnerTerminal } from '../../../src/cli/color.js';
 
 const tty = { isTTY: true }, pipe = { isTTY: false };
 
@@ -19,5 +19,14 @@ describe('colour policy', () => {
     expect(colorLevel(pipe, { FORCE_COLOR: '3' })).toBe(3);
     expect(colorLevel(tty, { FORCE_COLOR: '0' }, 2)).toBe(0);
     expect(colorLevel(tty, { FORCE_COLOR: 'false' }, 2)).toBe(0);
+  });
+});
+
+describe('spinnerTerminal', () => {
+  it('wants a terminal that reports its width', () => {
+    expect(spinnerTerminal({ isTTY: true, columns: 80 })).toBe(true);
+    expect(spinnerTerminal({ isTTY: true, columns: 0 })).toBe(false);
+    expect(spinnerTerminal({ isTTY: true })).toBe(false);
+    expect(spinnerTerminal({ isTTY: false, columns: 80 })).toBe(false);
   });
 });

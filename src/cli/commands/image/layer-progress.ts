@@ -5,11 +5,12 @@
 import type { Ora } from 'ora';
 import type { LayerEvent } from '../../../vm/image/pull.js';
 import { formatBytes } from '../../output.js';
+import { spinnerTerminal } from '../../color.js';
 
 export interface LayerProgress { onLayer?: (e: LayerEvent) => void; stop(): void }
 
 export async function layerProgress(quiet: boolean): Promise<LayerProgress> {
-  if (quiet || !process.stderr.isTTY) return { stop: () => undefined };
+  if (quiet || !spinnerTerminal()) return { stop: () => undefined };
   const ora = (await import('ora')).default;
   const spinner: Ora = ora({ stream: process.stderr, discardStdin: false });
   const inFlight = new Map<number, LayerEvent>();

@@ -6,6 +6,7 @@ import { packArtifact, type PackProgress, type ResolvedSource } from '../../../a
 import { ConflictError, UserError } from '../../../errors/index.js';
 import { formatBytes, printJson } from '../../output.js';
 import { machineService, machineSource } from '../../context.js';
+import { spinnerTerminal } from '../../color.js';
 
 const toInt = (v: string) => Number.parseInt(v, 10);
 
@@ -80,7 +81,7 @@ export function register(parent: Command): void {
     .addOption(new Option('--memory <mib>', 'guest memory (MiB) to record').argParser(toInt).hideHelp())
     .action(async (raw: Record<string, unknown>) => {
       const o = createSchema.parse(raw);
-      const spinner = !o.json && process.stderr.isTTY ? (await import('ora')).default({ stream: process.stderr, text: 'packing' }).start() : null;
+      const spinner = !o.json && spinnerTerminal() ? (await import('ora')).default({ stream: process.stderr, text: 'packing' }).start() : null;
       // before resolving: a memory pack pauses the machine and moves it onto a new overlay, not to be wasted
       if (!o.force && fs.existsSync(o.output)) throw new ConflictError(`${path.resolve(o.output)} already exists`, { where: o.output, hint: 'Choose another path or pass --force.' });
       const omitted = await omittedVolumes(o);
