@@ -7,6 +7,7 @@ import { createHash } from 'node:crypto';
 import { chmod, copyFile, mkdir, rename, rm, stat } from 'node:fs/promises';
 import path from 'node:path';
 import { run } from '../../util/exec.js';
+import { sweepStaleTemps } from './tmp.js';
 import { NotFoundError, mapFsError } from '../../errors/index.js';
 
 const MiB = 1024 * 1024;
@@ -60,7 +61,9 @@ export async function createOverlay(basePath: string, overlayPath: string, opts:
   const tpl = path.join(opts.templateDir, `${id}.qcow2`);
   if (!(await stat(tpl).catch(() => null))) {
     await mkdir(opts.templateDir, { recursive: true });
-    const tmp = `${tpl}.${process.pid}.tmp`;
+    // a maker killed with -9 between qemu-img and the rename leaves its temp file: swept once stale
+    await sweepStaleTemps(opts.templateDir);
+    const tmp = path.join(opts.templateDir, `.tmp-${id}.${process.pid}.qcow2`);
     await make(tmp);
     await rename(tmp, tpl); // concurrent creators write identical files: the last rename wins harmlessly
   }

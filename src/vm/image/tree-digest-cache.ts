@@ -11,6 +11,7 @@
 import { readFile, rename, writeFile, mkdir } from 'node:fs/promises';
 import path from 'node:path';
 import { treeDigest } from './digest.js';
+import { sweepStaleTemps } from './tmp.js';
 import { earlyFingerprint, treeFingerprint } from './tree-fingerprint.js';
 
 const KEEP = 64;
@@ -34,7 +35,9 @@ export async function cachedTreeDigest(dir: string, cacheFile: string): Promise<
   all[abs] = { stat, content, usedAt: Date.now() };
   const kept = Object.entries(all).sort((a, b) => b[1].usedAt - a[1].usedAt).slice(0, KEEP);
   await mkdir(path.dirname(cacheFile), { recursive: true });
-  const tmp = `${cacheFile}.${process.pid}.tmp`;
+  // a writer killed with -9 before its rename leaves its temp file: swept once stale
+  await sweepStaleTemps(path.dirname(cacheFile));
+  const tmp = path.join(path.dirname(cacheFile), `.tmp-${path.basename(cacheFile)}.${process.pid}`);
   await writeFile(tmp, JSON.stringify(Object.fromEntries(kept)));
   await rename(tmp, cacheFile);
   return content;

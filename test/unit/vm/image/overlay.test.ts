@@ -43,3 +43,21 @@ describe('overlays (real qemu-img)', () => {
     expect(() => readQcow2Header(path.join(dir, 'raw'))).toThrow(/not a qcow2 image/);
   });
 });
+
+describe('overlay templates after a kill -9', () => {
+  it('sweeps a stale temp file left between qemu-img and the rename, and keeps a fresh one', async () => {
+    const tdir = path.join(dir, 'swept');
+    fs.mkdirSync(tdir, { recursive: true });
+    const stale = path.join(tdir, '.tmp-deadbeef.999999.qcow2');
+    const fresh = path.join(tdir, '.tmp-cafe.999998.qcow2');
+    fs.writeFileSync(stale, 'half a qcow2');
+    fs.writeFileSync(fresh, 'another maker, still at work');
+    const hourAgo = new Date(Date.now() - 3_600_000);
+    fs.utimesSync(stale, hourAgo, hourAgo);
+    await createOverlay(base, path.join(dir, 'd.qcow2'), { templateDir: tdir });
+    const left = fs.readdirSync(tdir);
+    expect(left).not.toContain(path.basename(stale));
+    expect(left).toContain(path.basename(fresh));
+    expect(left.filter((n) => n.endsWith('.qcow2') && !n.startsWith('.tmp-'))).toHaveLength(1);
+  });
+});
