@@ -6,6 +6,13 @@ Waits for MARKER in the output, reads the line discipline's ICANON/ECHO flags, t
 collects output until the command exits (at most 60 s). PTY_SIZE=ROWSxCOLS sets the window (default 24x80)."""
 import fcntl, json, os, pty, select, struct, sys, termios, time
 
+def read_more(fd):
+    """The next chunk of output, or None once the terminal is closed."""
+    try:
+        return os.read(fd, 65536) or None
+    except OSError:
+        return None
+
 def main():
     marker, typed = sys.argv[1].encode(), sys.argv[2].encode()
     argv = sys.argv[sys.argv.index('--') + 1:]
@@ -20,13 +27,9 @@ def main():
         if done:
             reaped = st
             break
-        r, _, _ = select.select([fd], [], [], 0.1)
-        if r:
-            try:
-                chunk = os.read(fd, 65536)
-            except OSError:
-                break
-            if not chunk:
+        if select.select([fd], [], [], 0.1)[0]:
+            chunk = read_more(fd)
+            if chunk is None:
                 break
             out += chunk
         if state is None and marker in out:
@@ -35,11 +38,8 @@ def main():
             state = {'icanon': bool(lflag & termios.ICANON), 'echo': bool(lflag & termios.ECHO)}
             os.write(fd, typed)
     while reaped is not None and select.select([fd], [], [], 0.1)[0]:  # what it wrote just before it exited
-        try:
-            chunk = os.read(fd, 65536)
-        except OSError:
-            break
-        if not chunk:
+        chunk = read_more(fd)
+        if chunk is None:
             break
         out += chunk
     done, status = (pid, reaped) if reaped is not None else os.waitpid(pid, os.WNOHANG)
