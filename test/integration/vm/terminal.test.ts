@@ -6,13 +6,16 @@ import { spawnSync } from 'node:child_process';
 import fs from 'node:fs';
 import path from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { cliEnv, root, scratchHome, smolBin } from '../../helpers/cli.js';
+import { cliEnv, killQemuMentioning, root, scratchHome, smolBin } from '../../helpers/cli.js';
 
 const probe = path.join(root, 'test/helpers/pty-probe.py');
 const hasPython = spawnSync('python3', ['-c', 'import pty, termios'], { stdio: 'ignore' }).status === 0;
 let home: string;
 beforeAll(() => { home = scratchHome('tty'); });
-afterAll(() => { fs.rmSync(home, { recursive: true, force: true }); });
+afterAll(() => {
+  killQemuMentioning(home); // a smol the probe had to kill leaves its machine
+  fs.rmSync(home, { recursive: true, force: true });
+});
 
 interface Probe { icanon: boolean | null; echo: boolean | null; output: string; code: number }
 function onPty(args: string[], size = '24x80'): Probe {
