@@ -10,14 +10,15 @@ import { guardPipes } from './broken-pipe.js';
 
 type Register = (program: Command) => void;
 
-const loaders: Record<string, () => Promise<Register>> = {
+// argv lets a group load only the subcommand named (machine/index.ts); without it, all of them
+const loaders: Record<string, (argv?: string[]) => Promise<Register>> = {
   run: async () => (await import('./commands/run.js')).register,
   worker: async () => (await import('./commands/worker.js')).register,
   gateway: async () => (await import('./commands/gateway.js')).register,
   setup: async () => (await import('./commands/setup.js')).register,
   doctor: async () => (await import('./commands/doctor.js')).register,
   fork: async () => (await import('./commands/fork.js')).register,
-  machine: async () => (await import('./commands/machine/index.js')).registerMachineCommands,
+  machine: async (argv) => (await import('./commands/machine/index.js')).machineCommands(argv),
   gpu: async () => (await import('./commands/gpu/index.js')).registerGpuCommands,
   rollout: async () => (await import('./commands/rollout/index.js')).registerRolloutCommands,
   ledger: async () => (await import('./commands/ledger/index.js')).registerLedgerCommands,
@@ -25,7 +26,7 @@ const loaders: Record<string, () => Promise<Register>> = {
   completion: async () => (await import('./commands/completion.js')).register,
   smolfile: async () => (await import('./commands/smolfile/index.js')).registerSmolfileCommands,
   prune: async () => (await import('./commands/prune.js')).register,
-  image: async () => (await import('./commands/image/index.js')).registerImageCommands,
+  image: async (argv) => (await import('./commands/image/index.js')).imageCommands(argv),
   registry: async () => (await import('./commands/registry/index.js')).registerRegistryCommands,
   snapshot: async () => (await import('./commands/snapshot.js')).register,
 };
@@ -54,7 +55,7 @@ async function programFor(argv: string[]): Promise<Command> {
   if (!name && argv.some((a) => a === '-V' || a === '--version')) return newProgram();
   if (!load) return buildProgram();
   const program = newProgram();
-  (await load())(program);
+  (await load(argv))(program);
   return program;
 }
 

@@ -1,12 +1,14 @@
 import type { Command } from 'commander';
-import { register as pull } from './pull.js';
-import { register as ls } from './ls.js';
-import { register as rm } from './rm.js';
-import { register as prune } from './prune.js';
-import { register as login } from '../registry/login.js';
+import { lazyGroup } from '../../lazy-group.js';
 
-/** Registers `smol image …`; `image login|logout` are the same commands as `registry login|logout`. */
-export function registerImageCommands(program: Command): void {
-  const image = program.command('image').description('images from OCI registries: pull, list, remove, prune the cache');
-  for (const r of [pull, ls, rm, prune, login]) r(image);
+const ls = () => import('./ls.js');
+const rm = () => import('./rm.js');
+const login = () => import('../registry/login.js');
+
+/** `smol image …`; `image login|logout` are the same commands as `registry login|logout`. Loaded when named (cli/lazy-group.ts). */
+export function imageCommands(argv?: string[]): Promise<(program: Command) => void> {
+  return lazyGroup({
+    name: 'image', description: 'images from OCI registries: pull, list, remove, prune the cache',
+    modules: { pull: () => import('./pull.js'), ls, list: ls, rm, remove: rm, prune: () => import('./prune.js'), login, logout: login },
+  }, argv);
 }
