@@ -35,7 +35,8 @@ export async function runEphemeral(svc: MachineService, spec: Smolfile, req: Exe
   // beside this run, not before it: the machines of runs killed earlier (never this one: its owner lives)
   const reaping = svc.reapDeadRuns().catch(() => []);
   try {
-    // a rootfs directory hashed before resolves on trust, and its stat walk runs while the machine boots
+    // a rootfs directory hashed before resolves on trust; its stat listing (begun at launch: cli/prefetch.ts)
+    // is checked before the command runs
     const rec = await svc.create(spec, { ephemeral: true, name: o.name, onProgress: o.onProgress, speculativeImage: true });
     try {
       return await runCreated(svc, rec, req, io, { ...o, resolved: secrets, imageConfirmed: rec.imageConfirmed });

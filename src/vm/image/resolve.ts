@@ -33,8 +33,8 @@ export interface ResolveOptions {
   log?: (line: string) => void;
   offline?: boolean;
   /**
-   * A rootfs directory hashed before may resolve to its last digest at once, while its stat walk runs on
-   * another thread (`confirmed` on the result). Only when that digest's base disk is built: a base built from
+   * A rootfs directory hashed before may resolve to its last digest at once, while its stat listing runs in
+   * a subprocess (`confirmed` on the result; tree-fingerprint.ts). Only when that digest's base disk is built: a base built from
    * an unconfirmed tree could cache new content under the old id.
    */
   speculative?: boolean;
@@ -70,7 +70,7 @@ export async function resolveImage(ref: string, home: string, opts: ResolveOptio
     const idOf = (content: string) => `dir-${digestOf(BUILDER_VERSION, content).slice(0, 24)}`;
     const guess = opts.speculative ? await speculativeTreeDigest(abs, cacheFile) : null;
     const built = guess && (await builtImage(home, idOf(guess.content)));
-    if (built) return { ...built, confirmed: guess.confirm().then((ok) => { trace(`image: tree walk done (${ok ? 'unchanged' : 'changed'})`); return ok; }) };
+    if (built) return { ...built, confirmed: guess.confirm().then((ok) => { trace(`image: tree listing done (${ok ? 'unchanged' : 'changed'})`); return ok; }) };
     return cached(home, idOf(await cachedTreeDigest(abs, cacheFile)), 'directory', abs, null, opts.log);
   }
   if (st.isFile() && isTarballRef(abs)) {
