@@ -2,6 +2,8 @@ import { Command } from 'commander';
 import { describe, expect, it } from 'vitest';
 import { machineCommands } from '../../../src/cli/commands/machine/index.js';
 import { imageCommands } from '../../../src/cli/commands/image/index.js';
+import { packCommands } from '../../../src/cli/commands/pack/index.js';
+import { rolloutCommands } from '../../../src/cli/commands/rollout/index.js';
 
 type Group = (argv?: string[]) => Promise<(program: Command) => void>;
 async function registered(group: Group, name: string, argv?: string[]): Promise<string[]> {
@@ -19,6 +21,8 @@ describe('command groups register only the subcommand named', () => {
     expect(await registered(machineCommands, 'machine', argv('machine', 'sh', 'web'))).toEqual(['shell']);
     expect(await registered(machineCommands, 'machine', argv('machine', 'exec', 'web', '--', 'ls'))).toEqual(['exec']);
     expect(await registered(imageCommands, 'image', argv('image', 'remove', 'x'))).toEqual(['rm']);
+    expect(await registered(packCommands, 'pack', argv('pack', 'run', 'a.smolmachine', '--', 'true'))).toEqual(['run']);
+    expect(await registered(rolloutCommands, 'rollout', argv('rollout', 'stats', 'r1', '--json'))).toEqual(['stats']);
   });
 
   it('one module serving two subcommands registers both (image login, logout)', async () => {
@@ -30,5 +34,7 @@ describe('command groups register only the subcommand named', () => {
       expect(await registered(machineCommands, 'machine', a)).toEqual(MACHINE);
     }
     expect(await registered(imageCommands, 'image', argv('image'))).toEqual(['pull', 'ls', 'rm', 'prune', 'login', 'logout']);
+    expect(await registered(packCommands, 'pack', argv('pack', '--help'))).toEqual(['create', 'inspect', 'verify', 'keygen', 'push', 'pull', 'run', 'prune']);
+    expect(await registered(rolloutCommands, 'rollout')).toEqual(['submit', 'ls', 'show', 'cancel', 'stats', 'results']);
   });
 });

@@ -1,18 +1,13 @@
 import type { Command } from 'commander';
-import { register as registerSubmit } from './submit.js';
-import { register as registerLs } from './ls.js';
-import { register as registerShow } from './show.js';
-import { register as registerCancel } from './cancel.js';
-import { register as registerStats } from './stats.js';
-import { register as registerResults } from './results.js';
+import { lazyGroup } from '../../lazy-group.js';
 
-/** Registers `smol rollout …` subcommands; one file per subcommand in this folder. */
-export function registerRolloutCommands(program: Command): void {
-  const rollout = program.command('rollout').description('hybrid rollouts: GPU stages via the gateway, CPU stages on leased workers');
-  registerSubmit(rollout);
-  registerLs(rollout);
-  registerShow(rollout);
-  registerCancel(rollout);
-  registerStats(rollout);
-  registerResults(rollout);
+/** `smol rollout …`: one file per subcommand in this folder, loaded when named (cli/lazy-group.ts). */
+export function rolloutCommands(argv?: string[]): Promise<(program: Command) => void> {
+  return lazyGroup({
+    name: 'rollout', description: 'hybrid rollouts: GPU stages via the gateway, CPU stages on leased workers',
+    modules: {
+      submit: () => import('./submit.js'), ls: () => import('./ls.js'), show: () => import('./show.js'),
+      cancel: () => import('./cancel.js'), stats: () => import('./stats.js'), results: () => import('./results.js'),
+    },
+  }, argv);
 }
