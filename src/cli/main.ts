@@ -10,7 +10,7 @@ import { guardPipes } from './broken-pipe.js';
 
 type Register = (program: Command) => void;
 
-// argv lets a group load only the subcommand named (machine/index.ts); without it, all of them
+// argv lets a group load only the subcommand named (cli/lazy-group.ts); without it, all of them
 const loaders: Record<string, (argv?: string[]) => Promise<Register>> = {
   run: async () => (await import('./commands/run.js')).register,
   worker: async () => (await import('./commands/worker.js')).register,

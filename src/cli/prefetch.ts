@@ -40,8 +40,6 @@ export function imageDirArg(argv: string[]): string | null {
 }
 
 function hasCachedDigest(abs: string): boolean {
-  // the cache file vm/image/resolve.ts keeps (tree-digest-cache.ts)
-  const file = path.join(dataPaths(assetsHome()).cache, 'tree-digests.json');
-  const all = JSON.parse(fs.readFileSync(file, 'utf8')) as Record<string, unknown>;
+  const all = JSON.parse(fs.readFileSync(dataPaths(assetsHome()).treeDigests, 'utf8')) as Record<string, unknown>;
   return Object.hasOwn(all, abs);
 }

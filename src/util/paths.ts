@@ -27,6 +27,8 @@ export const dataPaths = (home = smolHome()) => ({
   images: path.join(home, 'images'),
   kernel: path.join(home, 'kernel'),
   cache: path.join(home, 'cache'),
+  /** `--image DIR` content digests by stat fingerprint (vm/image/tree-digest-cache.ts). */
+  treeDigests: path.join(home, 'cache', 'tree-digests.json'),
   run: path.join(home, 'run'),
 });
 

@@ -66,7 +66,7 @@ export async function resolveImage(ref: string, home: string, opts: ResolveOptio
     });
   }
   if (st.isDirectory()) {
-    const cacheFile = path.join(dataPaths(home).cache, 'tree-digests.json');
+    const cacheFile = dataPaths(home).treeDigests;
     const idOf = (content: string) => `dir-${digestOf(BUILDER_VERSION, content).slice(0, 24)}`;
     const guess = opts.speculative ? await speculativeTreeDigest(abs, cacheFile) : null;
     const built = guess && (await builtImage(home, idOf(guess.content)));

@@ -16,6 +16,9 @@ import { earlyFingerprint, treeFingerprint } from './tree-fingerprint.js';
 
 const KEEP = 64;
 interface Entry { stat: string; content: string; usedAt: number }
+/** The listing the CLI started at launch (cli/prefetch.ts), as good as one made now, else a new one. */
+const listing = (abs: string) => earlyFingerprint(abs) ?? treeFingerprint(abs);
+
 async function readCache(cacheFile: string): Promise<Record<string, Entry>> {
   return readFile(cacheFile, 'utf8').then((t) => JSON.parse(t) as Record<string, Entry>).catch(() => ({}));
 }
@@ -23,8 +26,7 @@ async function readCache(cacheFile: string): Promise<Record<string, Entry>> {
 /** The content digest of `dir`, from `cacheFile` when the tree's stat fingerprint has not changed. */
 export async function cachedTreeDigest(dir: string, cacheFile: string): Promise<string> {
   const abs = path.resolve(dir);
-  // a listing the CLI started at launch (cli/prefetch.ts) is as good as one made now
-  const stat = await (earlyFingerprint(abs) ?? treeFingerprint(abs));
+  const stat = await listing(abs);
   const all = await readCache(cacheFile);
   const hit = all[abs];
   if (stat && hit && hit.stat === stat) return hit.content;
@@ -59,5 +61,5 @@ export async function speculativeTreeDigest(dir: string, cacheFile: string): Pro
   const abs = path.resolve(dir);
   const hit = (await readCache(cacheFile))[abs];
   if (!hit) return null;
-  return { content: hit.content, confirm: () => (earlyFingerprint(abs) ?? treeFingerprint(abs)).then((fp) => fp === hit.stat) };
+  return { content: hit.content, confirm: () => listing(abs).then((fp) => fp === hit.stat) };
 }
