@@ -25,40 +25,58 @@ export interface RunOptions {
   allowFailure?: boolean;
 }
 
-/** Run a program to completion and capture its output. Throws SmolError naming the command on failure. */
+/**
+ * Run a program to completion and capture its output. Throws SmolError naming the command on failure.
+ * Plain child_process, not execa: this is on the path of every `smol run` (QEMU's launch, the RAM copy),
+ * and importing execa costs ~140 ms of CPU there, more than QEMU takes to daemonize.
+ */
 export async function run(file: string, args: readonly string[], opts: RunOptions = {}): Promise<RunResult> {
-  const execa = await loadExeca();
-  try {
-    const r = await execa(file, args, {
-      cwd: opts.cwd,
-      env: opts.env,
-      extendEnv: true,
-      input: opts.input,
-      timeout: opts.timeoutMs,
-      reject: false,
-      stripFinalNewline: false,
-    });
-    if (r.failed && r.exitCode === undefined) {
-      const code = (r as { code?: string }).code;
-      if (code === 'ENOENT') throw new PrerequisiteError(`${file} not found`, { hint: 'Run `smol setup` (or `npm run setup`) to install prerequisites.' });
-      throw new SmolError(`${file} failed: ${r.shortMessage ?? 'could not start'}`);
+  const r = await collect(file, args, opts);
+  if (r.exitCode === null) throw new SmolError(`${file} failed: ${r.timedOut ? `timed out after ${opts.timeoutMs} ms` : `killed by ${r.signal}`}`);
+  const res = { stdout: r.stdout, stderr: r.stderr, exitCode: r.exitCode };
+  if (res.exitCode !== 0 && !opts.allowFailure) {
+    const tail = res.stderr.trim().split('\n').slice(-5).join('\n');
+    // tools report a full disk only in words; callers should see the same error as from node's own I/O
+    if (/No space left on device|Disk quota exceeded/.test(res.stderr)) {
+      throw new NoSpaceError(`${file} ${args.slice(0, 3).join(' ')} failed: no space left on device`, { hint: `Free space and retry. ${tail}` });
     }
-    const res = { stdout: String(r.stdout ?? ''), stderr: String(r.stderr ?? ''), exitCode: r.exitCode ?? 1 };
-    if (res.exitCode !== 0 && !opts.allowFailure) {
-      const tail = res.stderr.trim().split('\n').slice(-5).join('\n');
-      // tools report a full disk only in words; callers should see the same error as from node's own I/O
-      if (/No space left on device|Disk quota exceeded/.test(res.stderr)) {
-        throw new NoSpaceError(`${file} ${args.slice(0, 3).join(' ')} failed: no space left on device`, { hint: `Free space and retry. ${tail}` });
-      }
-      throw new SmolError(`${file} ${args.slice(0, 3).join(' ')} failed (exit ${res.exitCode}): ${tail}`);
-    }
-    return res;
-  } catch (err) {
-    if ((err as NodeJS.ErrnoException).code === 'ENOENT') {
-      throw new PrerequisiteError(`${file} not found`, { hint: 'Run `smol setup` (or `npm run setup`) to install prerequisites.' });
-    }
-    throw err;
+    throw new SmolError(`${file} ${args.slice(0, 3).join(' ')} failed (exit ${res.exitCode}): ${tail}`);
   }
+  return res;
+}
+
+interface Collected { stdout: string; stderr: string; exitCode: number | null; signal: NodeJS.Signals | null; timedOut: boolean }
+
+function collect(file: string, args: readonly string[], opts: RunOptions): Promise<Collected> {
+  return new Promise((resolve, reject) => {
+    const child = spawnChild(file, args, { cwd: opts.cwd, env: opts.env ? { ...process.env, ...opts.env } : process.env, stdio: [opts.input === undefined ? 'ignore' : 'pipe', 'pipe', 'pipe'] });
+    const out: Buffer[] = [], err: Buffer[] = [];
+    let timedOut = false;
+    // as execa did: SIGTERM at the deadline, SIGKILL 5 s later if that was not enough
+    let force: NodeJS.Timeout | undefined;
+    const timer = opts.timeoutMs ? setTimeout(() => {
+      timedOut = true;
+      child.kill('SIGTERM');
+      force = setTimeout(() => child.kill('SIGKILL'), 5_000);
+    }, opts.timeoutMs) : undefined;
+    const done = () => { clearTimeout(timer); clearTimeout(force); };
+    child.stdout!.on('data', (b: Buffer) => out.push(b));
+    child.stderr!.on('data', (b: Buffer) => err.push(b));
+    child.once('error', (e: NodeJS.ErrnoException) => {
+      done();
+      reject(e.code === 'ENOENT' ? new PrerequisiteError(`${file} not found`, { hint: 'Run `smol setup` (or `npm run setup`) to install prerequisites.' }) : new SmolError(`${file} failed: ${e.message}`));
+    });
+    // a killed program's children may hold its pipes open: past the deadline its own exit is the end
+    child.once('exit', () => { if (timedOut) { child.stdout!.destroy(); child.stderr!.destroy(); } });
+    child.once('close', (code, signal) => {
+      done();
+      resolve({ stdout: Buffer.concat(out).toString(), stderr: Buffer.concat(err).toString(), exitCode: code, signal, timedOut });
+    });
+    if (opts.input !== undefined) {
+      child.stdin!.on('error', () => undefined); // a program that exits without reading its input is not an error of ours
+      child.stdin!.end(opts.input);
+    }
+  });
 }
 
 /**

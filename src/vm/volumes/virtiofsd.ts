@@ -12,7 +12,7 @@ import fs from 'node:fs';
 import path from 'node:path';
 import { BootError, PrerequisiteError } from '../../errors/index.js';
 import type { Volume } from '../../smolfile/schema.js';
-import { spawn, type SpawnOptions } from '../../util/exec.js';
+import { spawnDaemon } from '../../util/exec.js';
 import type { MachineLayout } from '../layout.js';
 import { isRunning, waitGone } from '../backend/process.js';
 
@@ -79,20 +79,13 @@ export async function startVirtiofsd(layout: Pick<MachineLayout, 'dir' | 'runDir
   const daemon = [VIRTIOFSD, `--socket-path=${f.socket}`, '-o', `source=${f.stage}`, '-o', 'sandbox=namespace', '-o', 'cache=auto', '-o', 'log_level=warn'];
   // root shares with guest uids as they are; anyone else runs it as root of a user namespace mapped to them
   const unshare = process.getuid?.() === 0 ? ['--mount', '--propagation', 'private'] : ['--user', '--map-root-user', '--mount', '--propagation', 'private'];
-  const log = fs.openSync(f.log, 'w');
-  let pid: number | undefined;
+  fs.writeFileSync(f.log, '');
+  let pid: number;
   try {
-    const { child } = await spawn('unshare', [...unshare, '--', '/bin/sh', '-c', STAGE_SCRIPT, 'smol-volumes', f.stage, String(volumes.length), ...pairs, ...daemon], {
-      // a raw fd, not execa's {file}: the log must outlive this process, so no stream of ours may sit in between
-      detached: true, stdio: ['ignore', log, log] as unknown as SpawnOptions['stdio'],
-    });
-    child.unref();
-    child.catch(() => undefined);
-    pid = child.pid;
-  } finally {
-    fs.closeSync(log);
+    pid = spawnDaemon('unshare', [...unshare, '--', '/bin/sh', '-c', STAGE_SCRIPT, 'smol-volumes', f.stage, String(volumes.length), ...pairs, ...daemon], { outFile: f.log });
+  } catch {
+    throw new BootError(`boot failed: virtiofsd did not start${name ? ` for machine "${name}"` : ''}: unshare could not be run`, { where: name, hint: 'Install util-linux (or run `npm run setup`).' });
   }
-  if (!pid) throw new BootError(`boot failed: virtiofsd did not start${name ? ` for machine "${name}"` : ''}`, { where: name });
   fs.writeFileSync(f.pidFile, `${pid}\n`);
   const deadline = Date.now() + 10_000;
   while (!fs.existsSync(f.socket)) {
