@@ -31,8 +31,9 @@ enum channel { CH_IN = 0, CH_OUT = 1, CH_ERR = 2 };
 #define PUT_F_MKDIRS 1u
 #define SHUTDOWN_F_REBOOT 1u
 
-/* CFG_FORK_RELEASE: "DIR\0ENVFILE\0TEXT": write ENVFILE, wake DIR/wait.<pid> FIFOs; DONE then carries u32 woken. */
-enum configure_key { CFG_HOSTNAME = 1, CFG_MACHINE_ID = 2, CFG_ENTROPY = 3, CFG_CLOCK = 4, CFG_FORK_RELEASE = 5 };
+/* CFG_FORK_RELEASE: "DIR\0ENVFILE\0TEXT": write ENVFILE, wake DIR/wait.<pid> FIFOs; DONE then carries u32 woken.
+ * CFG_VOLUMES: u32 attempts, u32 readahead KiB, "TAG\0" then per volume "INDEX\0GUEST\0ro|rw\0" (volumes.c). */
+enum configure_key { CFG_HOSTNAME = 1, CFG_MACHINE_ID = 2, CFG_ENTROPY = 3, CFG_CLOCK = 4, CFG_FORK_RELEASE = 5, CFG_VOLUMES = 6 };
 
 /* Protocol-level ERROR codes (stream 0 or a stream); per-stream errors otherwise carry the guest errno. */
 #define ERR_PROTOCOL 1000u

@@ -124,6 +124,7 @@ static int fork_release(const uint8_t *p, uint32_t n, uint32_t *woken) {
 void configure(uint32_t id, const uint8_t *p, uint32_t n) {
   uint32_t off = 0, woken = 0;
   int released = 0;
+  char why[1024];
   while (off < n) {
     if (n - off < 8 || rd32(p + off + 4) > n - off - 8) { protocol_error("malformed CONFIGURE"); return; }
     uint16_t key = rd16(p + off);
@@ -132,6 +133,7 @@ void configure(uint32_t id, const uint8_t *p, uint32_t n) {
     off += 8 + len;
     int rc = 0;
     const char *what = "configure";
+    why[0] = 0;
     switch (key) {
     case CFG_HOSTNAME:
       what = "hostname";
@@ -159,10 +161,14 @@ void configure(uint32_t id, const uint8_t *p, uint32_t n) {
       rc = fork_release(v, len, &woken);
       released = rc == 0;
       break;
+    case CFG_VOLUMES:
+      what = "volumes";
+      rc = mount_volumes(v, len, why, sizeof why);
+      break;
     default:
       errno = ENOTSUP; rc = -1;
     }
-    if (rc < 0) { send_error(id, errno, "configure %s failed: %s", what, strerror(errno)); return; }
+    if (rc < 0) { send_error(id, errno, "configure %s failed: %s", what, why[0] ? why : strerror(errno)); return; }
   }
   uint8_t w[4] = { (uint8_t)woken, (uint8_t)(woken >> 8), (uint8_t)(woken >> 16), (uint8_t)(woken >> 24) };
   send_frame(T_DONE, 0, id, released ? w : NULL, released ? 4 : 0);

@@ -2,6 +2,7 @@
  * The seam between machine bookkeeping (service.ts) and the parts that make a VM real: images and disks,
  * the QEMU backend, the guest agent channel. The service only talks to this interface.
  */
+import type { ConfigureRequest } from './agent/payloads.js';
 import type { Smolfile } from '../smolfile/schema.js';
 import type { MachineLayout } from './layout.js';
 import type { ForkOps } from './fork/types.js';
@@ -61,7 +62,7 @@ export interface GuestChannel {
   putFile(source: NodeJS.ReadableStream, guestPath: string, mode: number): Promise<void>;
   getFile(guestPath: string): Promise<{ size: number; mode: number; stream: NodeJS.ReadableStream }>;
   /** `released`: waiters the fork release woke, null when none was asked for. */
-  configure(opts: { hostname?: string; machineId?: string; entropy?: Buffer; timeMs?: number; forkRelease?: { dir: string; envFile: string; text: string } }): Promise<{ released: number | null }>;
+  configure(opts: { hostname?: string; machineId?: string; entropy?: Buffer; timeMs?: number; forkRelease?: { dir: string; envFile: string; text: string }; volumes?: ConfigureRequest['volumes'] }): Promise<{ released: number | null }>;
   shutdown(): Promise<void>;
   close(): void;
 }

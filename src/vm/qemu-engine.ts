@@ -157,7 +157,7 @@ function channelOf(client: AgentClient, port: number): GuestChannel {
       await client.putFile(source as Readable, guestPath, mode, { mkdirs: true });
     },
     getFile: (guestPath) => client.getFile(guestPath),
-    configure: (c) => client.configure({ hostname: c.hostname, machineId: c.machineId, entropy: c.entropy, clock: c.timeMs, forkRelease: c.forkRelease }),
+    configure: (c) => client.configure({ hostname: c.hostname, machineId: c.machineId, entropy: c.entropy, clock: c.timeMs, forkRelease: c.forkRelease, volumes: c.volumes }),
     shutdown: () => client.shutdown(),
     close: () => client.close(),
   };

@@ -124,7 +124,7 @@ async function bootForRun(svc: MachineService, rec: MachineRecord, o: RunOptions
     try {
       o.onProgress?.('mounting the volumes');
       // a restore plugs and mounts them as it goes; a cold boot saved the snapshot first, without them
-      await (opened.volumesMounted ?? mountInGuest(opened.ch, await svc.engine.plugVolumes!(rec.spec, svc.layout(rec)), rec.name, svc.isDiskless(rec)));
+      await (opened.volumesMounted ?? mountInGuest(opened.ch, await svc.engine.plugVolumes!(rec.spec, svc.layout(rec)), rec.name));
     } catch (err) {
       opened.ch.close();
       opened.release();

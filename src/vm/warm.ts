@@ -247,7 +247,7 @@ export async function startFromSnapshot(svc: MachineService, rec: MachineRecord,
       if (fsHotplug) (plugging = svc.engine.plugVolumes!(rec.spec, layout)).catch(() => undefined);
       const c = (ch = await svc.engine.connect(layout, PORT, o.timeoutMs));
       trace('restore: agent connected');
-      (mounting = plugging?.then((v) => mountInGuest(c, v, rec.name, !snap.diskFile)))?.catch(() => undefined);
+      (mounting = plugging?.then((v) => mountInGuest(c, v, rec.name)))?.catch(() => undefined);
       await ch.configure({ hostname: rec.name, machineId: crypto.randomBytes(16).toString('hex'), entropy: crypto.randomBytes(64), timeMs: Date.now() });
     } catch (err) {
       ch?.close();

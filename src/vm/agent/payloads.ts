@@ -127,6 +127,11 @@ export interface ConfigureRequest {
   clock?: Date | number;
   /** The fork-point release (src/vm/fork/guest.ts): write envFile, wake the FIFOs `dir/wait.<pid>` of live waiters. */
   forkRelease?: { dir: string; envFile: string; text: string };
+  /**
+   * Mount the virtiofs tag at /run/smol/vol once its device appears (rescanning PCI up to `attempts` times,
+   * 10 ms apart), raise its readahead, then bind each volume's directory on its guest path, in this order.
+   */
+  volumes?: { tag: string; attempts: number; readAheadKb: number; mounts: { index: number; guest: string; readonly: boolean }[] };
 }
 
 /** Entries of (u16 key, u16 reserved, u32 length, bytes). */
@@ -151,6 +156,15 @@ export function encodeConfigure(c: ConfigureRequest): Buffer {
   if (c.forkRelease) {
     const r = c.forkRelease;
     add(ConfigureKey.forkRelease, Buffer.concat([pathBytes(r.dir), Buffer.alloc(1), pathBytes(r.envFile), Buffer.alloc(1), Buffer.from(r.text)]));
+  }
+  if (c.volumes) {
+    const v = c.volumes;
+    const head = Buffer.alloc(8);
+    head.writeUInt32LE(v.attempts, 0);
+    head.writeUInt32LE(v.readAheadKb, 4);
+    const fields = [v.tag, ...v.mounts.flatMap((m) => [String(m.index), m.guest, m.readonly ? 'ro' : 'rw'])];
+    for (const f of fields) if (!f || f.includes('\0')) throw new RangeError(`bad volumes field ${JSON.stringify(f)}`);
+    add(ConfigureKey.volumes, Buffer.concat([head, ...fields.map((f) => Buffer.from(`${f}\0`))]));
   }
   return Buffer.concat(parts);
 }

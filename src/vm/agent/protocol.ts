@@ -44,7 +44,7 @@ export const Capability = { tty: 1, files: 2, forward: 4, configure: 8 } as cons
 export const ExecFlag = { tty: 1, clearEnv: 2 } as const;
 export const PutFlag = { mkdirs: 1 } as const;
 export const ShutdownFlag = { reboot: 1 } as const;
-export const ConfigureKey = { hostname: 1, machineId: 2, entropy: 3, clock: 4, forkRelease: 5 } as const;
+export const ConfigureKey = { hostname: 1, machineId: 2, entropy: 3, clock: 4, forkRelease: 5, volumes: 6 } as const;
 
 /** ERROR code for protocol violations; other ERROR codes are the guest's errno. */
 export const ERR_PROTOCOL = 1000;

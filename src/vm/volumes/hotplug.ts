@@ -25,56 +25,32 @@ export async function plugSharedFs(qmp: QmpClient, socketPath: string, tag: stri
 /**
  * Guest readahead for the virtiofs mount at /run/smol/vol, in KiB. FUSE caps its bdi at 128 KiB, so a sequential
  * read went to virtiofsd in 128 KiB requests, one round trip each under TCG; with 1-8 MiB a 256 MiB buffered
- * read took 0.6-0.7x the time (docs/volumes.md). A shell line without a fork (/init runs it too).
+ * read took 0.6-0.7x the time (docs/volumes.md). /init runs the line, a shell loop without a fork, after its
+ * mount at boot; after a restore the agent writes the same file (shims/agent/volumes.c).
  */
 export const VIRTIOFS_READ_AHEAD_KB = 8192;
 export const READ_AHEAD_LINE = `while read -r _ _ d _ p _; do [ "$p" = /run/smol/vol ] && { echo ${VIRTIOFS_READ_AHEAD_KB} >"/sys/class/bdi/$d/read_ahead_kb"; } 2>/dev/null; done </proc/self/mountinfo; true`;
 
-/**
- * The guest side, as /init's smol.vols block does it at boot. The guest runs no hotplug driver for the port
- * (no pciehp: it would spend ~0.15 s in the link waits the PCIe spec asks of real hardware), and the port has
- * no power controller, so the plugged device is on the bus at once: a rescan finds it and virtio_pci binds
- * it before the write returns. Until then mount fails with EINVAL (no such tag), so it rescans and retries
- * 2,000 times 10 ms (20 s or more), a bound that only a stuck device reaches. busybox runs it: the image may have no mount(8) (a
- * disk image's root gets /.smol/busybox from /init). SMOL_PCI_RESCAN exists for the unit test only.
- */
-export function mountScript(fs: Pick<SharedFs, 'tag' | 'mounts'>): string {
-  const lines = [
-    // a counter, not date(1): every process costs ~10 ms of a TCG guest, and this runs before the user's command
-    'set -u', 'mkdir -p /run/smol/vol', 'n=0', 'rescan=${SMOL_PCI_RESCAN:-/sys/bus/pci/rescan}',
-    `until echo 1 2>/dev/null >"$rescan"; mount -t virtiofs ${fs.tag} /run/smol/vol 2>/dev/null; do`,
-    '  n=$((n + 1))',
-    '  if [ "$n" -ge 2000 ]; then',
-    '    echo "the virtiofs device did not appear within 20 s; kernel: $(dmesg | grep -iE "pci|virtio" | grep -v "tag <" | tail -n 2 | tr "\\n" " "); modules: $(cut -d" " -f1 /proc/modules | tr "\\n" " ")" >&2',
-    '    exit 3',
-    '  fi',
-    '  sleep 0.01',
-    'done',
-    READ_AHEAD_LINE,
-  ];
-  for (const m of fs.mounts) {
-    lines.push(`mkdir -p '${m.guest}' && mount --bind /run/smol/vol/${m.index} '${m.guest}' || { echo "cannot mount volume ${m.index} on ${m.guest}" >&2; exit 4; }`);
-    if (m.readonly) lines.push(`mount -o remount,bind,ro '${m.guest}' || { echo "cannot make volume ${m.guest} read-only" >&2; exit 5; }`);
-  }
-  return lines.join('\n');
-}
+/** 2,000 PCI rescans 10 ms apart (20 s or more): a bound that only a stuck device reaches. */
+const MOUNT_ATTEMPTS = 2_000;
 
 /**
- * Runs mountScript through the agent; a failure is a boot failure of the run, with the guest's reason. The
- * busybox is the initramfs's own on a diskless machine, else the copy /init puts in a disk image's root.
+ * The guest side, as /init's smol.vols block does it at boot, done by the agent itself (CONFIGURE's volumes
+ * key, shims/agent/volumes.c): a shell and its five mount and mkdir processes cost ~100 ms more in a guest
+ * just restored, whose TCG translation cache is empty. The guest runs no hotplug driver for the port (no
+ * pciehp: it would spend ~0.15 s in the link waits the PCIe spec asks of real hardware), and the port has no
+ * power controller, so the plugged device is on the bus at once: a rescan finds it and virtio_pci binds it
+ * before the write returns. Until then mount fails (no such tag), so the agent rescans and retries.
+ * A failure is a boot failure of the run, with the guest's reason.
  */
-export async function mountInGuest(ch: GuestChannel, fs: Pick<SharedFs, 'tag' | 'mounts'>, name: string, diskless: boolean): Promise<void> {
-  const script = mountScript(fs);
-  const h = await ch.exec({ argv: [diskless ? '/bin/busybox' : '/.smol/busybox', 'sh', '-c', script] });
-  h.stdin.end();
-  h.stdout.resume();
-  const err: Buffer[] = [];
-  h.stderr.on('data', (d: Buffer) => err.push(d));
-  const code = (await h.exit).code;
-  trace('volumes: mounted');
-  if (code !== 0) {
-    throw new BootError(`boot failed: the volumes of machine "${name}" could not be mounted after restore: ${Buffer.concat(err).toString().trim() || `exit ${code}`}`, {
+export async function mountInGuest(ch: GuestChannel, fs: Pick<SharedFs, 'tag' | 'mounts'>, name: string): Promise<void> {
+  try {
+    await ch.configure({ volumes: { tag: fs.tag, attempts: MOUNT_ATTEMPTS, readAheadKb: VIRTIOFS_READ_AHEAD_KB, mounts: fs.mounts } });
+  } catch (err) {
+    throw new BootError(`boot failed: the volumes of machine "${name}" could not be mounted after restore: ${(err as Error).message}`, {
       where: name, hint: 'Run with --cold-boot to mount them at boot instead, and report this with `smol machine logs`.',
     });
+  } finally {
+    trace('volumes: mounted');
   }
 }

@@ -71,6 +71,25 @@ describe('agent CONFIGURE and SHUTDOWN', () => {
     expect(await client.configure({ machineId: 'd'.repeat(32) })).toEqual({ released: null });
   });
 
+  it('volumes: rescans PCI before each mount attempt and, when the tag never mounts, says so with the bound', async () => {
+    await buildAgent();
+    agent = await startAgent(['--sysroot', '$DIR/root']);
+    // under --sysroot even the rescan goes to a file of the test's, never the host's /sys/bus/pci/rescan;
+    // the virtiofs mount itself is real and fails on a host without the device, as a guest's does before the plug
+    const rescan = path.join(agent.dir, 'root', 'sys', 'bus', 'pci', 'rescan');
+    mkdirSync(path.dirname(rescan), { recursive: true });
+    writeFileSync(rescan, '');
+    mkdirSync(path.join(agent.dir, 'root', 'etc'));
+    client = await connect(agent);
+    const err = await client.configure({ volumes: { tag: `smol-test-${process.pid}`, attempts: 3, readAheadKb: 8192, mounts: [{ index: 0, guest: '/w', readonly: true }] } }).catch((e: unknown) => e);
+    expect((err as Error).message).toMatch(/configure volumes failed: the virtiofs device did not appear within 30 ms \(mount: [^)]+\)/);
+    expect(readFileSync(rescan, 'utf8')).toBe('1');
+    expect(existsSync(path.join(agent.dir, 'root', 'run', 'smol', 'vol'))).toBe(true);
+    expect(existsSync(path.join(agent.dir, 'root', 'w'))).toBe(false); // nothing bound after a failed mount
+    // the agent goes on serving
+    expect(await client.configure({ machineId: 'e'.repeat(32) })).toEqual({ released: null });
+  });
+
   it('SHUTDOWN acknowledges, then a non-PID-1 agent exits', async () => {
     await buildAgent();
     agent = await startAgent();

@@ -190,12 +190,15 @@ describe('volumes over virtiofs (real QEMU and virtiofsd)', () => {
     expect(first.stderr).toMatch(/saving the boot snapshot/);
     // written after the save: a restored run must see the host directory as it is now, not as it was
     fs.writeFileSync(path.join(share, 'after-save.txt'), 'written after the snapshot\n');
-    const vol = await smol(['run', '-v', `${share}:/work`, '-v', `${ro}:/ro:ro`, '--', 'sh', '-c',
-      'cat /work/after-save.txt; echo restored > /work/from-restored.txt; mount -o remount,rw /ro 2>/dev/null; echo x > /ro/w 2>/dev/null || echo ro-refused'], { home, env });
+    // the agent mounts them (shims/agent/volumes.c): outer before inner, whatever the flag order, the inner
+    // one's mount point made inside the outer share
+    const vol = await smol(['run', '-v', `${ro}:/work/nested:ro`, '-v', `${share}:/work`, '-v', `${ro}:/ro:ro`, '--', 'sh', '-c',
+      'cat /work/after-save.txt; echo restored > /work/from-restored.txt; mount -o remount,rw /ro 2>/dev/null; echo x > /ro/w 2>/dev/null || echo ro-refused; [ "$(ls /work/nested)" = "$(ls /ro)" ] && ! touch /work/nested/x 2>/dev/null && echo nested-ro'], { home, env });
     expect(vol.code, vol.stderr).toBe(0);
+    expect(fs.statSync(path.join(share, 'nested')).isDirectory()).toBe(true);
     expect(vol.stderr).toMatch(/restoring the boot snapshot/);
     expect(vol.stderr).toMatch(/mounting the volumes/);
-    expect(vol.stdout).toBe('written after the snapshot\nro-refused\n');
+    expect(vol.stdout).toBe('written after the snapshot\nro-refused\nnested-ro\n');
     expect(fs.readFileSync(path.join(share, 'from-restored.txt'), 'utf8')).toBe('restored\n');
     expect(fs.existsSync(path.join(ro, 'w'))).toBe(false);
     // the volume snapshot is a separate one (its guest has a PCIe port): runs without volumes save their own

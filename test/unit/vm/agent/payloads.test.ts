@@ -61,6 +61,16 @@ describe('payload layouts', () => {
     expect(p.readUInt32LE(27)).toBe(123_000_000);
   });
 
+  it('encodes the volumes entry as attempts, readahead, then NUL-terminated fields, and refuses an empty or NUL field', () => {
+    const p = encodeConfigure({ volumes: { tag: 'smol', attempts: 2000, readAheadKb: 8192, mounts: [{ index: 1, guest: '/w', readonly: false }, { index: 0, guest: '/w/c', readonly: true }] } });
+    expect(p.readUInt16LE(0)).toBe(ConfigureKey.volumes);
+    expect(p.readUInt32LE(4)).toBe(p.length - 8);
+    expect([p.readUInt32LE(8), p.readUInt32LE(12)]).toEqual([2000, 8192]);
+    expect(p.subarray(16).toString()).toBe('smol\x001\x00/w\x00rw\x000\x00/w/c\x00ro\x00');
+    expect(() => encodeConfigure({ volumes: { tag: 'smol', attempts: 1, readAheadKb: 0, mounts: [{ index: 0, guest: '/a\0b', readonly: false }] } })).toThrow(RangeError);
+    expect(() => encodeConfigure({ volumes: { tag: '', attempts: 1, readAheadKb: 0, mounts: [] } })).toThrow(RangeError);
+  });
+
   it('maps signal names and numbers both ways', () => {
     expect(signalNumber('SIGINT')).toBe(2);
     expect(signalNumber('term')).toBe(15);

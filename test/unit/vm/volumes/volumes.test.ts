@@ -3,10 +3,11 @@ import fs from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
 import { afterAll, describe, expect, it } from 'vitest';
-import { ExitCode, NotFoundError, ValidationError } from '../../../../src/errors/index.js';
+import { BootError, ExitCode, NotFoundError, ValidationError } from '../../../../src/errors/index.js';
 import { checkVolumes, parseVolumeFlag } from '../../../../src/vm/volumes/spec.js';
 import { mountsOf, removeStage } from '../../../../src/vm/volumes/virtiofsd.js';
-import { mountScript, READ_AHEAD_LINE, VIRTIOFS_READ_AHEAD_KB } from '../../../../src/vm/volumes/hotplug.js';
+import { mountInGuest, READ_AHEAD_LINE, VIRTIOFS_READ_AHEAD_KB } from '../../../../src/vm/volumes/hotplug.js';
+import type { GuestChannel } from '../../../../src/vm/engine.js';
 import { INIT_SCRIPT } from '../../../../src/vm/image/init-script.js';
 import { parseSmolfile } from '../../../../src/smolfile/load.js';
 import { mergeSpec } from '../../../../src/smolfile/merge.js';
@@ -134,25 +135,24 @@ describe('volumes plugged in after a restore (hotplug.ts)', () => {
     expect(c).toContain('smol.virtiofs=1');
     expect(c).not.toContain('smol.vols=');
   });
-  it('mounts outer volumes before inner ones and makes :ro ones read-only, failing with a reason', () => {
+  it('asks the agent to mount outer volumes before inner ones, :ro ones read-only, and fails the run with its reason', async () => {
     const mounts = mountsOf([
       { host: '/h/c', guest: '/work/cache', readonly: true }, { host: '/h/w', guest: '/work', readonly: false },
     ]);
     expect(mounts).toEqual([{ index: 1, guest: '/work', readonly: false }, { index: 0, guest: '/work/cache', readonly: true }]);
-    const script = mountScript({ tag: 'smol', mounts });
-    const lines = script.split('\n');
-    const at = (re: RegExp) => lines.findIndex((l) => re.test(l));
-    expect(at(/mount -t virtiofs smol \/run\/smol\/vol/)).toBeGreaterThan(-1);
-    expect(at(/bind \/run\/smol\/vol\/1 '\/work'/)).toBeLessThan(at(/bind \/run\/smol\/vol\/0 '\/work\/cache'/));
-    expect(at(/remount,bind,ro '\/work\/cache'/)).toBeGreaterThan(at(/bind \/run\/smol\/vol\/0/));
-    expect(script).not.toMatch(/remount,bind,ro '\/work'/);
+    const asked: unknown[] = [];
+    // only configure is reached; the agent's side runs for real in test/integration/agent/configure.test.ts
+    const ch = { configure: async (c: unknown) => { asked.push(c); return { released: null }; } } as unknown as GuestChannel;
+    await mountInGuest(ch, { tag: 'smol', mounts }, 'm1');
+    expect(asked).toEqual([{ volumes: { tag: 'smol', attempts: 2000, readAheadKb: VIRTIOFS_READ_AHEAD_KB, mounts } }]);
+    const failing = { configure: async () => { throw new Error('configure volumes failed: cannot mount volume 1 on /work: Not a directory'); } } as unknown as GuestChannel;
+    const err = await mountInGuest(failing, { tag: 'smol', mounts }, 'm1').catch((e: unknown) => e);
+    expect(err).toBeInstanceOf(BootError);
+    expect((err as Error).message).toBe('boot failed: the volumes of machine "m1" could not be mounted after restore: configure volumes failed: cannot mount volume 1 on /work: Not a directory');
   });
   it('raises the virtiofs readahead after the mount, at boot and after a restore (FUSE caps it at 128 KiB)', () => {
     expect(READ_AHEAD_LINE).toContain(`echo ${VIRTIOFS_READ_AHEAD_KB} >"/sys/class/bdi/$d/read_ahead_kb"`);
     expect(VIRTIOFS_READ_AHEAD_KB).toBeGreaterThan(128);
-    const lines = mountScript({ tag: 'smol', mounts: [{ index: 0, guest: '/w', readonly: false }] }).split('\n');
-    expect(lines.indexOf(READ_AHEAD_LINE)).toBeGreaterThan(lines.findIndex((l) => /mount -t virtiofs/.test(l)));
-    expect(lines.indexOf(READ_AHEAD_LINE)).toBeLessThan(lines.findIndex((l) => /mount --bind/.test(l)));
     const init = INIT_SCRIPT.split('\n').map((l) => l.trim());
     expect(init.indexOf(READ_AHEAD_LINE)).toBe(init.findIndex((l) => /^mount -t virtiofs smol/.test(l)) + 1);
     // the line finds the mount's bdi in a real mountinfo line (field 3) and never fails the script
@@ -163,20 +163,6 @@ describe('volumes plugged in after a restore (hotplug.ts)', () => {
     fs.mkdirSync(path.join(tmp, 'bdi-0:25'), { recursive: true });
     spawnSync('/bin/sh', ['-c', READ_AHEAD_LINE.replace('/proc/self/mountinfo', fake).replace('/sys/class/bdi/', `${tmp}/bdi-`)]);
     expect(fs.readFileSync(path.join(tmp, 'bdi-0:25', 'read_ahead_kb'), 'utf8')).toBe(`${VIRTIOFS_READ_AHEAD_KB}\n`);
-  });
-  it('the script runs under a real shell: it rescans and retries until the tag mounts, then binds (mount faked on PATH)', () => {
-    const bin = path.join(tmp, 'fakebin');
-    fs.mkdirSync(bin, { recursive: true });
-    const log = path.join(tmp, 'mount.log');
-    // fails twice as the kernel does before the device appears, then records every call
-    fs.writeFileSync(path.join(bin, 'mount'), `#!/bin/sh\nn=$(cat ${log}.n 2>/dev/null || echo 0); echo $((n+1)) > ${log}.n\n[ "$n" -lt 2 ] && exit 32\necho "$*" >> ${log}\n`, { mode: 0o755 });
-    fs.writeFileSync(path.join(bin, 'mkdir'), '#!/bin/sh\nexit 0\n', { mode: 0o755 });
-    // never the host's own /sys/bus/pci/rescan
-    const rescan = path.join(tmp, 'rescan');
-    const r = spawnSync('/bin/sh', ['-c', mountScript({ tag: 'smol', mounts: [{ index: 0, guest: '/w', readonly: true }] })], { env: { PATH: `${bin}:/usr/bin:/bin`, SMOL_PCI_RESCAN: rescan }, encoding: 'utf8' });
-    expect(r.status, r.stderr).toBe(0);
-    expect(fs.readFileSync(rescan, 'utf8')).toBe('1\n');
-    expect(fs.readFileSync(log, 'utf8').trim().split('\n')).toEqual(['-t virtiofs smol /run/smol/vol', '--bind /run/smol/vol/0 /w', '-o remount,bind,ro /w']);
   });
 });
 
