@@ -55,8 +55,8 @@ const RUN_PHASES: [string, string, string][] = [
   ['  create, snapshot lookup', 'run: start', 'restore: start'],
   ['  launch (QEMU; with -v the RAM copy and virtiofsd beside it)', 'restore: start', 'qemu: launched'],
   ['  RAM copy wait + device state load', 'qemu: launched', 'restore: state loaded'],
-  ['  agent connect + configure (with -v: the plug beside it)', 'restore: state loaded', 'restore: configured'],
-  ['  with -v: the rest of the mount (rescan, probe, mount, binds)', 'restore: configured', 'volumes: mounted'],
+  // the agent answers both CONFIGUREs (identity, then the volumes) after the mount: one read brings both in
+  ['  agent connect + configure (with -v: the plug, and the agent\'s mount)', 'restore: state loaded', 'run: ready'],
   ['  the command (true)', 'run: ready', 'run: command done'],
   ['  teardown (QEMU, virtiofsd, files)', 'run: command done', 'run: removed'],
 ];
