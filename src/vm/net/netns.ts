@@ -15,6 +15,7 @@ import { PrerequisiteError, SmolError } from '../../errors/index.js';
 import type { AllowRule, PortMapping } from '../../smolfile/network.js';
 import { run, spawnDaemon, which } from '../../util/exec.js';
 import type { MachineLayout } from '../layout.js';
+import { enableForwarding, releaseForwarding } from './host-forwarding.js';
 import { dnsmasqArgs, hostRuleset, HOST_IF_PREFIX, machineRuleset, NFLOG_GROUP, NS_IF_PREFIX } from './rules.js';
 
 export interface NetState {
@@ -58,7 +59,7 @@ export async function setupEgress(layout: MachineLayout, e: EgressSpec): Promise
       input: [`addr add ${nsAddr}/30 dev ${nsIf}`, `link set ${nsIf} up`, 'link set lo up', `route add default via ${hostAddr}`].join('\n') + '\n',
     });
     // the namespace reaches the world through the host's routing; Docker and every VM manager do the same
-    fs.writeFileSync('/proc/sys/net/ipv4/ip_forward', '1');
+    enableForwarding();
     await run('nft', ['-f', '-'], { input: `table inet smol\ndelete table inet smol\n${hostRuleset()}` });
     const upstream = dnsUpstream();
     await run('ip', ['netns', 'exec', st.ns, 'nft', '-f', '-'], {
@@ -114,7 +115,10 @@ export function readNetState(layout: Pick<MachineLayout, 'dir'>): NetState | nul
   }
 }
 
-/** Everything setupEgress made, idempotently: the namespace's processes, the namespace (its veth goes with it), host forwarders. */
+/**
+ * Everything setupEgress made, idempotently: the namespace's processes, the namespace (its veth goes with it),
+ * host forwarders; and after the host's last machine, the host table and forwarding as they were found.
+ */
 export async function teardownEgress(layout: Pick<MachineLayout, 'dir'>): Promise<void> {
   const st = readNetState(layout);
   if (!st) return;
@@ -132,6 +136,7 @@ export async function teardownEgress(layout: Pick<MachineLayout, 'dir'>): Promis
   }
   await run('ip', ['link', 'del', st.hostIf], { allowFailure: true });
   fs.rmSync(path.join('/etc/netns', st.ns), { recursive: true, force: true });
+  if (releaseForwarding()) await run('nft', ['delete', 'table', 'inet', 'smol'], { allowFailure: true });
   fs.rmSync(netStateFile(layout), { force: true });
 }
 

@@ -67,9 +67,11 @@ const probe = (urls: string[]) => `for u in ${urls.join(' ')}; do b=$(timeout 8 
 const results = (out: string) => Object.fromEntries(out.trim().split('\n').filter((l) => l.startsWith('http')).map((l) => [l.split(' ')[0], l.split(' ').slice(1).join(' ')]));
 
 const netnsList = () => sh('ip netns list');
+let forwardingAtStart = '';
 
 describe.skipIf(!isRoot || !tools)('published ports and egress policy (needs root, ip, nft, dnsmasq, tcpdump, socat)', () => {
   beforeAll(async () => {
+    forwardingAtStart = fs.readFileSync('/proc/sys/net/ipv4/ip_forward', 'utf8');
     home = scratchHome('net');
     testNamespace(nsA, A, 'allowed-ok');
     testNamespace(nsB, B, 'denied-ok');
@@ -220,6 +222,19 @@ describe.skipIf(!isRoot || !tools)('published ports and egress policy (needs roo
     expect(a.code).toBe(65);
     expect(a.stderr).toContain('host:PORT');
   });
+
+  it('after the host\'s last egress machine goes, the host table is gone and forwarding is as it was found', async () => {
+    const ls = JSON.parse((await smol(['machine', 'ls', '--json'], { home })).stdout) as { name: string }[];
+    for (const m of ls) expect((await smol(['machine', 'rm', '-f', m.name], { home })).code).toBe(0);
+    expect(fs.readdirSync('/sys/class/net').filter((n) => n.startsWith('smolh-'))).toEqual([]);
+    expect(spawnSync('nft', ['list', 'table', 'inet', 'smol']).status).not.toBe(0);
+    expect(fs.readFileSync('/proc/sys/net/ipv4/ip_forward', 'utf8')).toBe(forwardingAtStart);
+    // and the next egress machine sets both up again
+    const r = await smol(['run', '--net', '--', 'sh', '-c', probe([`http://${A.ns}:8080/`])], { home, env });
+    expect(results(r.stdout)).toEqual({ [`http://${A.ns}:8080/`]: 'allowed-ok' });
+    expect(fs.readFileSync('/proc/sys/net/ipv4/ip_forward', 'utf8')).toBe(forwardingAtStart);
+    expect(spawnSync('nft', ['list', 'table', 'inet', 'smol']).status).not.toBe(0);
+  }, 200_000);
 
   async function machineDir(name: string): Promise<string> {
     return (JSON.parse((await smol(['machine', 'status', name, '--json'], { home })).stdout) as { dir: string }).dir;
