@@ -142,7 +142,7 @@ export async function teardownEgress(layout: Pick<MachineLayout, 'dir'>): Promis
 
 async function requireTool(tool: string): Promise<void> {
   if (!(await which(tool)) && !(await which(`/usr/sbin/${tool}`)) && !(await which(`/sbin/${tool}`))) {
-    throw new PrerequisiteError(`${tool} not found: --net and --allow need iproute2, nftables, dnsmasq, tcpdump and socat`, { hint: 'Run scripts/setup.sh as root (or: apt-get install iproute2 nftables dnsmasq-base tcpdump socat).' });
+    throw new PrerequisiteError(`${tool} not found: --net, --allow and UDP published ports need iproute2, nftables, dnsmasq, tcpdump and socat`, { hint: 'Run scripts/setup.sh as root (or: apt-get install iproute2 nftables dnsmasq-base tcpdump socat).' });
   }
 }
 

@@ -5,12 +5,13 @@
  */
 import { spawn, spawnSync, type ChildProcess } from 'node:child_process';
 import crypto from 'node:crypto';
+import dgram from 'node:dgram';
 import fs from 'node:fs';
 import http from 'node:http';
 import type { AddressInfo } from 'node:net';
 import path from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { killQemuMentioning, scratchHome, smol } from '../../helpers/cli.js';
+import { killQemuMentioning, root, scratchHome, smol } from '../../helpers/cli.js';
 
 const isRoot = process.getuid?.() === 0;
 const tools = ['ip', 'nft', 'dnsmasq', 'tcpdump', 'socat'].every((t) => spawnSync('sh', ['-c', `command -v ${t}`]).status === 0);
@@ -213,6 +214,35 @@ describe.skipIf(!isRoot || !tools)('published ports and egress policy (needs roo
     expect((await smol(['machine', 'rm', '--cascade', '-f', 'fk'], { home })).code).toBe(0);
     expect(smolNs()).toEqual(nsAtStart);
   }, 400_000);
+
+  it('a UDP port without --net: a real echo server in the guest answers through it; the guest still has no way out', async () => {
+    const port = await freePort();
+    // busybox has no UDP listener: a static C one, copied in
+    const echo = path.join(home, 'udp-echo');
+    const cc = spawnSync('gcc', ['-static', '-O2', '-o', echo, path.join(root, 'test/fixtures/udp-echo.c')], { encoding: 'utf8' });
+    expect(cc.status, cc.stderr).toBe(0);
+    const c = await smol(['machine', 'create', 'udp', '-p', `${port}:7/udp`, '--start', '--json'], { home, env, timeoutMs: 180_000 });
+    expect(c.code, c.stderr).toBe(0);
+    expect(JSON.parse(c.stdout).ports).toEqual([{ address: '127.0.0.1', host: port, guest: 7, protocol: 'udp' }]);
+    expect((await smol(['machine', 'cp', echo, 'udp:/udp-echo'], { home })).code).toBe(0);
+    expect((await smol(['machine', 'exec', '-d', 'udp', '--', '/udp-echo', '7'], { home })).code).toBe(0);
+    const sock = dgram.createSocket('udp4');
+    const replies: string[] = [];
+    sock.on('message', (m) => replies.push(m.toString()));
+    // datagrams may be lost before the server binds: resend each until its answer comes, as a UDP client does
+    for (let i = 0; i < 20; i++) {
+      const want = `echo:datagram-${i}-${'x'.repeat(i * 50)}`;
+      for (let t = 0; t < 50 && !replies.includes(want); t++) {
+        sock.send(want.slice(5), port, '127.0.0.1');
+        await new Promise((r) => setTimeout(r, 100));
+      }
+      expect(replies).toContain(want);
+    }
+    sock.close();
+    const out = await smol(['machine', 'exec', 'udp', '--', 'sh', '-c', probe([`http://${A.ns}:8080/`, `http://10.0.2.2:${loopPort}/`])], { home });
+    expect(results(out.stdout)).toEqual({ [`http://${A.ns}:8080/`]: 'FAIL', [`http://10.0.2.2:${loopPort}/`]: 'FAIL' });
+    expect((await smol(['machine', 'rm', '-f', 'udp'], { home })).code).toBe(0);
+  }, 300_000);
 
   it('rejects bad -p and --allow values with exit 65, naming the flag', async () => {
     const p = await smol(['run', '-p', '80', '--', 'true'], { home });
