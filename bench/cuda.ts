@@ -150,8 +150,13 @@ async function programRows(endpoint: string, dir: string): Promise<void> {
     const rootfs = path.join(dir, 'rootfs');
     await buildGlibcRootfs(rootfs, [prog], [ptx]);
     // smaller counts: every call crosses the emulated machine
-    vm = await runProgram(process.execPath, [path.join(root, 'bin', 'smol'), 'run', '--gpu', '--image', rootfs, '--', '/opt/bin/driver_bench', '/opt/bin/kernels.ptx', '16', '500', '2000'],
-      { SMOL_HOME: path.join(dir, 'home'), SMOL_ASSETS: assets, SMOL_LIBCUDA: driverPath });
+    const env = { SMOL_HOME: path.join(dir, 'home'), SMOL_ASSETS: assets, SMOL_LIBCUDA: driverPath };
+    try {
+      vm = await runProgram(process.execPath, [path.join(root, 'bin', 'smol'), 'run', '--gpu', '--image', rootfs, '--', '/opt/bin/driver_bench', '/opt/bin/kernels.ptx', '16', '500', '2000'], env);
+    } finally {
+      // the image built from the temp rootfs would otherwise stay in the user's assets, one per bench run
+      await execFileAsync(process.execPath, [path.join(root, 'bin', 'smol'), 'image', 'rm', rootfs], { env: { ...process.env, ...env } }).catch(() => undefined);
+    }
   }
   const metrics: [string, string, string][] = [
     ['null_p50_us', 'sync null call p50, µs', '≤ 25'], ['null_p99_us', 'sync null call p99, µs', '≤ 100'],

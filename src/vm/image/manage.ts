@@ -97,12 +97,28 @@ async function blobsBytes(assets: string, digests: string[]): Promise<number> {
 
 export interface RemoveResult { removed: string[]; bytes: number }
 
-/** `smol image rm`: a pulled reference (its base and the blobs nothing else needs) or a base by id. */
+async function removeBases(bases: Base[], ref: string, used: Map<string, string[]>, force?: boolean): Promise<RemoveResult> {
+  const users = bases.flatMap((b) => used.get(b.id) ?? []);
+  if (users.length && !force) throw new ConflictError(`image ${ref} is used by machine${users.length > 1 ? 's' : ''} ${users.join(', ')}`, { where: ref, hint: 'Remove those machines first (smol machine rm NAME).' });
+  const result: RemoveResult = { removed: [], bytes: 0 };
+  for (const b of bases) {
+    await rm(b.dir, { recursive: true, force: true });
+    result.removed.push(b.id);
+    result.bytes += b.size;
+  }
+  return result;
+}
+
+/** `smol image rm`: a pulled reference (its base and the blobs nothing else needs), a base by id, or by its source. */
 export async function removeImage(refOrId: string, o: ImageScope & { force?: boolean } = {}): Promise<RemoveResult> {
   const { assets, home } = scope(o);
   const used = machinesByImage(home);
   const bases = await listBases(assets);
   const byId = bases.find((b) => b.id === refOrId);
+  // what `image ls` shows as the ref of a built image (`--image DIR`, a docker or OCI archive): its source,
+  // as given or relative to here; a tree edited since has one base per version, all listed under it
+  const bySource = byId ? [] : bases.filter((b) => b.kind !== 'registry' && (b.source === refOrId || b.source === path.resolve(refOrId)));
+  if (bySource.length) return removeBases(bySource, refOrId, used, o.force);
   let rec: RefRecord | null = null;
   if (!byId) {
     let canonical: string;

@@ -57,4 +57,17 @@ describe('smol run --image DIR, repeated', () => {
     expect((await smol(['machine', 'ls', '--json'], { home, env: { SMOL_ASSETS: assets } })).stdout.trim()).toBe('[]');
     expect(qemuProcessesMentioning(home)).toEqual([]);
   });
+
+  it('image rm takes the directory as image ls shows it (or relative to here), with every version built from it', async () => {
+    const cli = (args: string[]) => smol(args, { home, env: { SMOL_ASSETS: assets }, cwd: home });
+    const listed = (JSON.parse((await cli(['image', 'ls', '--json'])).stdout) as { ref: string; kind: string; id: string }[]).filter((e) => e.kind === 'directory');
+    expect(listed.map((e) => e.ref)).toEqual([rootfs, rootfs]);
+    const rm = await cli(['image', 'rm', '--json', './rootfs']);
+    expect(rm.code, rm.stderr).toBe(0);
+    expect((JSON.parse(rm.stdout) as { removed: string[] }).removed.sort()).toEqual(listed.map((e) => e.id).sort());
+    expect(images()).toEqual([]);
+    const again = await cli(['image', 'rm', rootfs]);
+    expect(again.code).toBe(66);
+    expect(again.stderr).toContain(`no cached image "${rootfs}"`);
+  });
 });

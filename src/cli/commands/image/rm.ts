@@ -7,7 +7,7 @@ const manage = () => import('../../../vm/image/manage.js');
 export function register(parent: Command): void {
   parent.command('rm')
     .alias('remove')
-    .description('remove a cached image (a pulled reference or an id from `smol image ls`) and the blobs nothing else needs')
+    .description('remove a cached image (a pulled reference, an id, or a directory or archive as `smol image ls` shows it) and the blobs nothing else needs')
     .argument('<ref>', 'reference or image id')
     .option('--json', 'print what was removed as JSON')
     .action(async (ref: string, opts: { json?: boolean }) => {
