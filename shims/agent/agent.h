@@ -104,6 +104,8 @@ void forward_maybe_finish(struct stream *s);
 
 /* system.c */
 void configure(uint32_t id, const uint8_t *p, uint32_t n);
+/* files.c: makes the directories above path, as mkdir -p of its dirname. */
+int mkdir_parents(const char *path);
 /* volumes.c: mounts the plugged virtiofs volumes; on failure errno is set and why says what failed. */
 int mount_volumes(const uint8_t *p, uint32_t n, char *why, size_t whyn);
 void shutdown_guest(uint32_t id, const uint8_t *p, uint32_t n);

@@ -19,7 +19,8 @@ static char *path_from(const uint8_t *p, uint32_t n) {
   return s;
 }
 
-static int mkdirs(const char *path) {
+/* Makes the directories above path (not path itself), as `mkdir -p "$(dirname path)"`. */
+int mkdir_parents(const char *path) {
   char *d = strdup(path);
   if (!d) return -1;
   for (char *c = d + 1; *c; c++) {
@@ -41,7 +42,7 @@ void put_start(uint32_t id, const uint8_t *p, uint32_t n) {
   size_t tl = strlen(path) + 32;
   char *tmp = malloc(tl);
   snprintf(tmp, tl, "%s.smol-put-%u", path, id);
-  if ((flags & PUT_F_MKDIRS) && mkdirs(path) < 0) goto fail;
+  if ((flags & PUT_F_MKDIRS) && mkdir_parents(path) < 0) goto fail;
   int fd = open(tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
   if (fd < 0) goto fail;
   struct stream *s = stream_new(id, K_PUT);

@@ -19,16 +19,8 @@
 static void rooted(char *out, size_t n, const char *p) { snprintf(out, n, "%s%s", g.sysroot ? g.sysroot : "", p); }
 
 static int mkdirs(const char *path) {
-  char d[4096];
-  if (strlen(path) >= sizeof d) { errno = ENAMETOOLONG; return -1; }
-  strcpy(d, path);
-  for (char *s = d + 1; *s; s++) {
-    if (*s != '/') continue;
-    *s = 0;
-    if (mkdir(d, 0755) < 0 && errno != EEXIST) return -1;
-    *s = '/';
-  }
-  return mkdir(d, 0755) < 0 && errno != EEXIST ? -1 : 0;
+  if (mkdir_parents(path) < 0) return -1;
+  return mkdir(path, 0755) < 0 && errno != EEXIST ? -1 : 0;
 }
 
 static void write_text(const char *path, const char *text) {
