@@ -97,9 +97,14 @@ async function blobsBytes(assets: string, digests: string[]): Promise<number> {
 
 export interface RemoveResult { removed: string[]; bytes: number }
 
-async function removeBases(bases: Base[], ref: string, used: Map<string, string[]>, force?: boolean): Promise<RemoveResult> {
-  const users = bases.flatMap((b) => used.get(b.id) ?? []);
+/** Refuses (unless forced) to remove images that machines of this home sit on, naming them. */
+function refuseIfUsed(ids: string[], ref: string, used: Map<string, string[]>, force?: boolean): void {
+  const users = ids.flatMap((id) => used.get(id) ?? []);
   if (users.length && !force) throw new ConflictError(`image ${ref} is used by machine${users.length > 1 ? 's' : ''} ${users.join(', ')}`, { where: ref, hint: 'Remove those machines first (smol machine rm NAME).' });
+}
+
+async function removeBases(bases: Base[], ref: string, used: Map<string, string[]>, force?: boolean): Promise<RemoveResult> {
+  refuseIfUsed(bases.map((b) => b.id), ref, used, force);
   const result: RemoveResult = { removed: [], bytes: 0 };
   for (const b of bases) {
     await rm(b.dir, { recursive: true, force: true });
@@ -127,8 +132,7 @@ export async function removeImage(refOrId: string, o: ImageScope & { force?: boo
     if (!rec) throw new NotFoundError(`no cached image ${JSON.stringify(refOrId)}`, { where: refOrId, hint: 'List cached images with: smol image ls' });
   }
   const id = byId?.id ?? rec!.imageId;
-  const users = used.get(id) ?? [];
-  if (users.length && !o.force) throw new ConflictError(`image ${refOrId} is used by machine${users.length > 1 ? 's' : ''} ${users.join(', ')}`, { where: refOrId, hint: 'Remove those machines first (smol machine rm NAME).' });
+  refuseIfUsed([id], refOrId, used, o.force);
   const result: RemoveResult = { removed: [], bytes: 0 };
   const refs = await listRefs(assets);
   const dropRefs = rec ? [rec] : refs.filter((r) => r.imageId === id);
