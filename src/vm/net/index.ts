@@ -41,8 +41,8 @@ export async function prepareNetwork(spec: Smolfile, layout: MachineLayout, o: {
   }
   o.onProgress?.('setting up the network namespace');
   const allow = spec.network?.allow ?? [];
-  // with UDP ports alone: the namespace, with nothing allowed out (a way in, not a way out, as for TCP)
-  const st = await setupEgress(layout, { full: mode === 'egress' && spec.net && allow.length === 0, allow, ports });
+  // with UDP ports alone (no --net, no --allow): the namespace, with nothing allowed out, as for TCP
+  const st = await setupEgress(layout, { full: spec.net && allow.length === 0, allow, ports });
   return {
     // inside the namespace QEMU binds the same port numbers on the namespace's own address; the host's socat forwards there
     nic: { restrict: false, hostfwd: ports.map((p) => ({ ...p, address: st.nsAddr })) },

@@ -83,7 +83,8 @@ export async function startVirtiofsd(layout: Pick<MachineLayout, 'dir' | 'runDir
   let pid: number;
   try {
     pid = spawnDaemon('unshare', [...unshare, '--', '/bin/sh', '-c', STAGE_SCRIPT, 'smol-volumes', f.stage, String(volumes.length), ...pairs, ...daemon], { outFile: f.log });
-  } catch {
+  } catch (err) {
+    if (!(err instanceof PrerequisiteError)) throw err; // the log file could not be opened: say that, as it is
     throw new BootError(`boot failed: virtiofsd did not start${name ? ` for machine "${name}"` : ''}: unshare could not be run`, { where: name, hint: 'Install util-linux (or run `npm run setup`).' });
   }
   fs.writeFileSync(f.pidFile, `${pid}\n`);
