@@ -1,14 +1,28 @@
 /** Content digests used as cache keys for built images. */
 import { createHash } from 'node:crypto';
 import { createReadStream } from 'node:fs';
-import { lstat, readlink } from 'node:fs/promises';
+import { lstat, readlink, stat } from 'node:fs/promises';
 import path from 'node:path';
 import { listTree } from './cpio.js';
 
+/**
+ * Digests already taken in this process, by path, with the stat they were taken at: every run hashes the
+ * busybox and agent binaries for the initramfs key, once for the boot snapshot's key and again at launch.
+ */
+const taken = new Map<string, { stamp: string; digest: string }>();
+/** A file changed this recently may change again within its mtime's granularity (a jiffy on ext4) unseen. */
+const SETTLED_NS = 2_000_000_000n;
+
 export async function fileDigest(file: string): Promise<string> {
+  const st = await stat(file, { bigint: true });
+  const stamp = `${st.dev}:${st.ino}:${st.size}:${st.mtimeNs}:${st.ctimeNs}`;
+  const seen = taken.get(file);
+  if (seen?.stamp === stamp) return seen.digest;
   const h = createHash('sha256');
   for await (const chunk of createReadStream(file)) h.update(chunk as Buffer);
-  return h.digest('hex');
+  const digest = h.digest('hex');
+  if (BigInt(Date.now()) * 1_000_000n - st.ctimeNs > SETTLED_NS) taken.set(file, { stamp, digest });
+  return digest;
 }
 
 /**
