@@ -11,6 +11,7 @@ import { AgentClient } from './agent/index.js';
 import { consoleTail, selectBackend, type VmBackend } from './backend/index.js';
 import type { Engine, ExecHandle, ExecRequest, GuestChannel, LaunchOptions, PreparedDisk, Progress } from './engine.js';
 import { createOverlay, resolveImage } from './image/index.js';
+import { registerHome } from './image/homes.js';
 import { findKernel } from './kernel/index.js';
 import { AGENT_PORTS, type MachineLayout } from './layout.js';
 import { bootFilesFor, isArtifactRef } from './boot-files.js';
@@ -45,6 +46,8 @@ export function createQemuEngine(home: string, o: QemuEngineOptions = {}): Engin
 
   return {
     async prepareDisk(spec: Smolfile, layout: MachineLayout, onProgress?: Progress, po: { speculative?: boolean } = {}): Promise<PreparedDisk> {
+      // before the overlay exists: another home's `image prune` must see this disk from its first byte
+      registerHome(assets, home);
       onProgress?.(`resolving image ${spec.image}`);
       const sizeBytes = spec.disk ? spec.disk * 1024 * 1024 : undefined;
       const templateDir = path.join(dataPaths(home).cache, 'overlay-templates');

@@ -1,6 +1,7 @@
 /**
  * Listing and removing what the image cache holds: built bases (images/<id>/, every source kind),
- * pulled references and their blobs. A base that a machine of this $SMOL_HOME still uses is never removed.
+ * pulled references and their blobs. A base that a machine still uses is never removed: one of this $SMOL_HOME,
+ * or of another home that shares the assets dir (homes.ts).
  */
 import { existsSync } from 'node:fs';
 import { lstat, readFile, readdir, rm, stat } from 'node:fs/promises';
@@ -12,6 +13,7 @@ import { openRegistry } from '../registry/db.js';
 import { MachineStore } from '../registry/machines.js';
 import type { ImageKind } from './base-cache.js';
 import { blobsOf, listRefs, readRef, removeRef, storePaths, type RefRecord } from './store.js';
+import { machinesOfOtherHomes } from './homes.js';
 import { defaultImageId } from './resolve.js';
 import { sweepStaleTemps } from './tmp.js';
 
@@ -54,14 +56,17 @@ async function listBases(assets: string): Promise<Base[]> {
   return out;
 }
 
-/** image id → names of machines (of this $SMOL_HOME) whose disks sit on it. */
-export function machinesByImage(home = smolHome()): Map<string, string[]> {
-  const map = new Map<string, string[]>();
+/**
+ * image id → machines whose disks sit on it: this $SMOL_HOME's by name, then those of other homes that share
+ * the assets dir (homes.ts).
+ */
+export function machinesByImage(home = smolHome(), assets = assetsHome()): Map<string, string[]> {
+  const map = machinesOfOtherHomes(assets, home);
   const file = dataPaths(home).registry;
   if (!existsSync(file)) return map;
   const db = openRegistry(file);
   try {
-    for (const m of new MachineStore(db).list()) if (m.imageId) map.set(m.imageId, [...(map.get(m.imageId) ?? []), m.name]);
+    for (const m of new MachineStore(db).list()) if (m.imageId) map.set(m.imageId, [m.name, ...(map.get(m.imageId) ?? [])]);
   } finally {
     db.close();
   }
@@ -73,7 +78,7 @@ const scope = (o: ImageScope) => ({ assets: o.assets ?? assetsHome(), home: o.ho
 
 export async function listImages(o: ImageScope = {}): Promise<ImageEntry[]> {
   const { assets, home } = scope(o);
-  const used = machinesByImage(home);
+  const used = machinesByImage(home, assets);
   const bases = new Map((await listBases(assets)).map((b) => [b.id, b]));
   const out: ImageEntry[] = [];
   for (const r of await listRefs(assets)) {
@@ -97,10 +102,14 @@ async function blobsBytes(assets: string, digests: string[]): Promise<number> {
 
 export interface RemoveResult { removed: string[]; bytes: number }
 
-/** Refuses (unless forced) to remove images that machines of this home sit on, naming them. */
+/** Refuses (unless forced) to remove images that machines sit on, naming them. */
 function refuseIfUsed(ids: string[], ref: string, used: Map<string, string[]>, force?: boolean): void {
   const users = ids.flatMap((id) => used.get(id) ?? []);
-  if (users.length && !force) throw new ConflictError(`image ${ref} is used by machine${users.length > 1 ? 's' : ''} ${users.join(', ')}`, { where: ref, hint: 'Remove those machines first (smol machine rm NAME).' });
+  if (!users.length || force) return;
+  const foreign = users.some((u) => u.includes(' (of '));
+  throw new ConflictError(`image ${ref} is used by machine${users.length > 1 ? 's' : ''} ${users.join(', ')}`, {
+    where: ref, hint: foreign ? 'Remove those machines first: SMOL_HOME=HOME smol machine rm ID, for the home named beside each.' : 'Remove those machines first (smol machine rm NAME).',
+  });
 }
 
 async function removeBases(bases: Base[], ref: string, used: Map<string, string[]>, force?: boolean): Promise<RemoveResult> {
@@ -117,7 +126,7 @@ async function removeBases(bases: Base[], ref: string, used: Map<string, string[
 /** `smol image rm`: a pulled reference (its base and the blobs nothing else needs), a base by id, or by its source. */
 export async function removeImage(refOrId: string, o: ImageScope & { force?: boolean } = {}): Promise<RemoveResult> {
   const { assets, home } = scope(o);
-  const used = machinesByImage(home);
+  const used = machinesByImage(home, assets);
   const bases = await listBases(assets);
   const byId = bases.find((b) => b.id === refOrId);
   // what `image ls` shows as the ref of a built image (`--image DIR`, a docker or OCI archive): its source,
@@ -177,7 +186,7 @@ export interface PruneResult { dryRun: boolean; removed: { what: string; kind: s
 export async function pruneImages(o: ImageScope & { dryRun?: boolean; all?: boolean } = {}): Promise<PruneResult> {
   const { assets, home } = scope(o);
   const dryRun = !!o.dryRun;
-  const used = machinesByImage(home);
+  const used = machinesByImage(home, assets);
   const result: PruneResult = { dryRun, removed: [], bytes: 0 };
   const add = (what: string, kind: string, bytes: number) => { result.removed.push({ what, kind, bytes }); result.bytes += bytes; };
   let refs = await listRefs(assets);
