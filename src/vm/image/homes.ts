@@ -61,7 +61,8 @@ export function otherHomes(assets: string, home: string): string[] {
 
 /** image id → the machines of other homes whose disks sit on it, each as `ID (of HOME)`. */
 export function machinesOfOtherHomes(assets: string, home: string): Map<string, string[]> {
-  const images = path.resolve(storePaths(assets).images) + path.sep;
+  // real paths on both sides: one home may name the shared dir through a symlink, another not
+  const images = real(storePaths(assets).images) + path.sep;
   const map = new Map<string, string[]>();
   for (const other of otherHomes(assets, home)) {
     const root = dataPaths(other).machines;
@@ -81,9 +82,17 @@ export function machinesOfOtherHomes(assets: string, home: string): Map<string, 
 function backingOf(file: string): string | null {
   try {
     const b = readQcow2Header(file).backing;
-    return b ? path.resolve(path.dirname(file), b) : null;
+    return b ? real(path.resolve(path.dirname(file), b)) : null;
   } catch {
     return null; // not a qcow2 (a half-written copy), or gone meanwhile
+  }
+}
+
+function real(p: string): string {
+  try {
+    return fs.realpathSync(p);
+  } catch {
+    return path.resolve(p); // gone: then nothing of it is in use
   }
 }
 

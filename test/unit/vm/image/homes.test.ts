@@ -38,6 +38,8 @@ describe('images shared by several homes (real qemu-img overlays)', () => {
     registerHome(assets, theirs); // once is enough
     expect(fs.readdirSync(path.join(assets, 'homes'))).toHaveLength(2);
     const m = (id: string) => { fs.mkdirSync(path.join(theirs, 'machines', id), { recursive: true }); return path.join(theirs, 'machines', id); };
+    // this home names the shared dir through a symlink; the other home's disks name the real path
+    fs.symlinkSync(assets, path.join(tmp, 'assets-link'));
     await createOverlay(used, path.join(m('aaa'), 'disk.qcow2'));
     // a clone's disk sits on its parent's frozen overlay, which sits on the base
     await createOverlay(clonedOnly, path.join(m('bbb'), 'disk-frozen.qcow2'));
@@ -45,7 +47,7 @@ describe('images shared by several homes (real qemu-img overlays)', () => {
     fs.writeFileSync(path.join(m('aaa'), 'console.log'), 'not a disk');
 
     expect(otherHomes(assets, mine)).toEqual([theirs]);
-    expect(Object.fromEntries(machinesOfOtherHomes(assets, mine))).toEqual({
+    expect(Object.fromEntries(machinesOfOtherHomes(path.join(tmp, 'assets-link'), mine))).toEqual({
       'dir-used': [`aaa (of ${theirs})`], 'dir-cloned': [`bbb (of ${theirs})`],
     });
     expect((await listImages({ assets, home: mine })).find((i) => i.id === 'dir-used')?.usedBy).toEqual([`aaa (of ${theirs})`]);
