@@ -65,7 +65,9 @@ describe('volumes over virtiofs (real QEMU and virtiofsd)', () => {
     const w = smol(['run', '-v', `${share}:/work`, '--', 'sh', '-c', 'touch /work/ready; i=0; while [ ! -e /work/late.txt ] && [ $i -lt 600 ]; do sleep 0.1; i=$((i+1)); done; cat /work/late.txt'], { home });
     const deadline = Date.now() + 80_000;
     while (!fs.existsSync(path.join(share, 'ready')) && Date.now() < deadline) await new Promise((res) => setTimeout(res, 50));
-    fs.writeFileSync(path.join(share, 'late.txt'), 'appeared later\n');
+    // whole or not at all: the guest's loop may look between a plain write's create and its data
+    fs.writeFileSync(path.join(share, 'late.tmp'), 'appeared later\n');
+    fs.renameSync(path.join(share, 'late.tmp'), path.join(share, 'late.txt'));
     const done = await w;
     expect(done.code, done.stderr).toBe(0);
     expect(done.stdout).toBe('appeared later\n');
