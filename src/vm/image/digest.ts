@@ -18,11 +18,15 @@ export async function fileDigest(file: string): Promise<string> {
   const stamp = `${st.dev}:${st.ino}:${st.size}:${st.mtimeNs}:${st.ctimeNs}`;
   const seen = taken.get(file);
   if (seen?.stamp === stamp) return seen.digest;
-  const h = createHash('sha256');
-  for await (const chunk of createReadStream(file)) h.update(chunk as Buffer);
-  const digest = h.digest('hex');
+  const digest = await contentDigest(file);
   if (BigInt(Date.now()) * 1_000_000n - st.ctimeNs > SETTLED_NS) taken.set(file, { stamp, digest });
   return digest;
+}
+
+async function contentDigest(file: string): Promise<string> {
+  const h = createHash('sha256');
+  for await (const chunk of createReadStream(file)) h.update(chunk as Buffer);
+  return h.digest('hex');
 }
 
 /**
@@ -36,7 +40,9 @@ export async function treeDigest(dir: string): Promise<string> {
     const st = await lstat(p);
     h.update(`${rel}\0${st.mode}\0${st.uid}:${st.gid}\0`);
     if (st.isSymbolicLink()) h.update(`->${await readlink(p)}\0`);
-    else if (st.isFile()) h.update(`${await fileDigest(p)}\0`);
+    // not fileDigest: a tree is hashed again only when its fingerprint changed (tree-digest-cache.ts), so
+    // remembering each file's digest would only add a stat per file and thousands of entries
+    else if (st.isFile()) h.update(`${await contentDigest(p)}\0`);
   }
   return h.digest('hex');
 }
