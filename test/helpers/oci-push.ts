@@ -25,9 +25,9 @@ export async function layerBytes(build: Layer, compression: Compression): Promis
     if (compression === 'gzip') return gzipSync(await readFile(raw));
     if (compression === 'zstd') {
       await run('zstd', ['-q', '-f', raw, '-o', `${raw}.zst`]);
-      return readFile(`${raw}.zst`);
+      return await readFile(`${raw}.zst`);
     }
-    return readFile(raw);
+    return await readFile(raw); // awaited: `finally` removes the directory the read needs
   } finally {
     await rm(dir, { recursive: true, force: true });
   }
