@@ -1,22 +1,32 @@
 /**
  * Applying image layers (OCI image-spec "layer" and docker save) onto a rootfs directory, with node-tar.
  * Whiteouts: `.wh.NAME` deletes NAME from lower layers; `.wh..wh..opq` empties its directory of lower-layer
- * content. Both apply to lower layers only, so each layer is read twice: once to apply its whiteouts, once
- * to extract. Nothing may land outside the rootfs: `..` paths and writes through symlinks are refused.
+ * content. Both apply to lower layers only, so each layer is read twice: once to check it and apply its
+ * whiteouts, once to extract. Nothing may land outside the rootfs: `..` paths, whiteouts of `.` or `..`,
+ * and writes or links through symlinks are refused (65), and an image may write only so much (UnpackBudget).
  */
+import { createReadStream } from 'node:fs';
 import { lstat, mkdir, readdir, rm, symlink } from 'node:fs/promises';
 import path from 'node:path';
 import * as tar from 'tar';
-import { ValidationError, mapFsError } from '../../errors/index.js';
+import { UserError, ValidationError, mapFsError } from '../../errors/index.js';
 
 const WHITEOUT = '.wh.';
 const OPAQUE = '.wh..wh..opq';
+/** `.wh..wh.*` names other than OPAQUE are aufs bookkeeping (hard-link stores): skipped, as containerd does. */
+const WHITEOUT_META = '.wh..wh.';
 
 /** A layer path as a list of safe components, or null when it would leave the root. */
 export function safeComponents(p: string): string[] | null {
   const parts = p.replace(/\\/g, '/').split('/').filter((x) => x !== '' && x !== '.');
   if (parts.some((x) => x === '..')) return null;
   return parts;
+}
+
+/** The name a `.wh.NAME` entry hides, or null when NAME names no entry of its directory (``, `.`, `..`). */
+function whiteoutTarget(base: string): string | null {
+  const name = base.slice(WHITEOUT.length);
+  return name === '' || name === '.' || name === '..' ? null : name;
 }
 
 /** True when no existing component of `parts` (below root) is a symlink: deleting or writing there stays inside. */
@@ -31,23 +41,80 @@ async function noSymlinkOnPath(root: string, parts: string[]): Promise<boolean> 
   return true;
 }
 
+/**
+ * What the layers of one image may still write, shared by its layers and spent as each is checked: a
+ * gzip layer of a few MB can declare terabytes of zeros or millions of empty files.
+ */
+export interface UnpackBudget { bytes: number; entries: number }
+
+export const DEFAULT_MAX_GIB = 64;
+export const DEFAULT_MAX_FILES = 2_000_000;
+
+function positiveInt(env: NodeJS.ProcessEnv, name: string, dflt: number): number {
+  const raw = env[name];
+  if (raw === undefined || raw === '') return dflt;
+  const n = Number(raw);
+  if (!Number.isSafeInteger(n) || n < 1) throw new UserError(`${name} must be a whole number of at least 1, got "${raw}"`, { where: name, hint: `Unset it for the default (${dflt}).` });
+  return n;
+}
+
+/** A fresh budget for one image: SMOL_IMAGE_MAX_GIB of file content (64) and SMOL_IMAGE_MAX_FILES entries (2,000,000). */
+export function unpackBudget(env: NodeJS.ProcessEnv = process.env): UnpackBudget {
+  return { bytes: positiveInt(env, 'SMOL_IMAGE_MAX_GIB', DEFAULT_MAX_GIB) * 2 ** 30, entries: positiveInt(env, 'SMOL_IMAGE_MAX_FILES', DEFAULT_MAX_FILES) };
+}
+
+/**
+ * Reads every header of a layer without writing anything; `onEntry` returns a reason to stop (the file is
+ * then closed at once, so a bomb costs no more than the budget's worth of decompression).
+ */
+function scanLayer(file: string, onEntry: (e: tar.ReadEntry) => string | null): Promise<string | null> {
+  return new Promise((resolve, reject) => {
+    let stopped = false;
+    const src = createReadStream(file);
+    const parser = new tar.Parser({
+      onReadEntry: (e) => {
+        e.resume();
+        if (stopped) return;
+        const why = onEntry(e);
+        if (why) { stopped = true; src.destroy(); resolve(why); }
+      },
+    });
+    src.on('error', reject);
+    parser.on('end', () => resolve(null));
+    src.pipe(parser);
+  });
+}
+
 export interface LayerStats { files: number; whiteouts: number; opaque: number; skippedDevices: number }
 
-export async function applyLayer(root: string, layerFile: string, label = path.basename(layerFile)): Promise<LayerStats> {
+export async function applyLayer(root: string, layerFile: string, label = path.basename(layerFile), budget: UnpackBudget = unpackBudget()): Promise<LayerStats> {
   const stats: LayerStats = { files: 0, whiteouts: 0, opaque: 0, skippedDevices: 0 };
   const bad: string[] = [];
   const whiteouts: string[][] = [];
   const opaques: string[][] = [];
-  await tar.t({
-    file: layerFile,
-    onReadEntry: (e) => {
-      const parts = safeComponents(e.path);
-      if (!parts) { bad.push(`${e.path}: path leaves the root`); return; }
-      const base = parts[parts.length - 1] ?? '';
-      if (base === OPAQUE) opaques.push(parts.slice(0, -1));
-      else if (base.startsWith(WHITEOUT)) whiteouts.push([...parts.slice(0, -1), base.slice(WHITEOUT.length)]);
-    },
-  });
+  const over = await scanLayer(layerFile, (e) => {
+    budget.entries--;
+    budget.bytes -= Math.max(0, e.size ?? 0);
+    if (budget.entries < 0) return 'more entries than SMOL_IMAGE_MAX_FILES allows an image';
+    if (budget.bytes < 0) return `more file content than SMOL_IMAGE_MAX_GIB allows an image (at ${e.path}, ${e.size} bytes)`;
+    const parts = safeComponents(e.path);
+    if (!parts) { bad.push(`${e.path}: path leaves the root`); return null; }
+    if (e.type === 'Link' && !safeComponents(String(e.linkpath))) { bad.push(`${e.path}: hard link to ${String(e.linkpath)}, outside the root`); return null; }
+    const base = parts[parts.length - 1] ?? '';
+    if (base === OPAQUE) opaques.push(parts.slice(0, -1));
+    else if (base.startsWith(WHITEOUT_META)) return null;
+    else if (base.startsWith(WHITEOUT)) {
+      const target = whiteoutTarget(base);
+      if (target === null) bad.push(`${e.path}: a whiteout must name a file in its directory, not ${JSON.stringify(base.slice(WHITEOUT.length))}`);
+      else whiteouts.push([...parts.slice(0, -1), target]);
+    }
+    return null;
+  }).catch((e: unknown) => { throw mapFsError(e, `reading layer ${label}`); });
+  if (over) {
+    throw new ValidationError(`image layer ${label} is too large: ${over}`, [{ path: label, message: over }], {
+      hint: 'smol stops unpacking an image past its limits; raise SMOL_IMAGE_MAX_GIB or SMOL_IMAGE_MAX_FILES (docs/images.md) only for an image you trust.',
+    });
+  }
   if (bad.length) throw escapeError(label, bad);
   for (const dir of opaques) {
     if (!(await noSymlinkOnPath(root, dir))) throw escapeError(label, [`${dir.join('/')}/${OPAQUE}: through a symlink`]);
@@ -56,7 +123,7 @@ export async function applyLayer(root: string, layerFile: string, label = path.b
     stats.opaque++;
   }
   for (const parts of whiteouts) {
-    if (!parts[parts.length - 1] || !(await noSymlinkOnPath(root, parts.slice(0, -1)))) throw escapeError(label, [`${parts.join('/')}: whiteout through a symlink or of the root`]);
+    if (!(await noSymlinkOnPath(root, parts.slice(0, -1)))) throw escapeError(label, [`${parts.join('/')}: whiteout through a symlink`]);
     await rm(path.join(root, ...parts), { recursive: true, force: true });
     stats.whiteouts++;
   }

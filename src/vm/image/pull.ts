@@ -225,7 +225,8 @@ export async function buildFromRecord(rec: RefRecord, assets: string, log?: (lin
     const missing = await missingBlobs(assets, rec);
     if (missing.length) throw new NotFoundError(`${rec.ref}: cached blobs are missing (${missing.join(', ')})`, { where: rec.ref, hint: `Pull it again: smol image pull ${rec.ref}` });
     const config = await readConfig(assets, rec);
-    const { applyLayer } = await import('./layers.js');
+    const { applyLayer, unpackBudget } = await import('./layers.js');
+    const budget = unpackBudget(); // one for the whole image: its layers share it
     for (const [i, l] of rec.layers.entries()) {
       log?.(`applying layer ${i + 1}/${rec.layers.length}`);
       let file = blobPath(assets, l.digest);
@@ -239,7 +240,7 @@ export async function buildFromRecord(rec: RefRecord, assets: string, log?: (lin
         });
         file = out;
       }
-      await applyLayer(root, file, `${rec.ref} layer ${i + 1} (${l.digest.slice(7, 19)})`);
+      await applyLayer(root, file, `${rec.ref} layer ${i + 1} (${l.digest.slice(7, 19)})`, budget);
       if (file.startsWith(work)) await rm(file, { force: true });
     }
     for (const d of ['proc', 'sys', 'dev', 'run', 'tmp']) await mkdir(path.join(root, d), { recursive: true });

@@ -10,7 +10,7 @@ import { NotFoundError, SmolError, ValidationError } from '../../errors/index.js
 import { digestOf, fileDigest } from './digest.js';
 import { cachedTreeDigest, speculativeTreeDigest } from './tree-digest-cache.js';
 import { isTarballRef, looksLikeImageReference } from '../../util/image-ref.js';
-import { applyLayer } from './layers.js';
+import { applyLayer, unpackBudget } from './layers.js';
 import { unpackImageTarball } from './tarball.js';
 import { BUSYBOX, writeBusyboxTree } from './tree.js';
 import { BUILDER_VERSION, EMPTY_CONFIG, builtImage, cached, type ImageKind, type ResolvedImage } from './base-cache.js';
@@ -79,9 +79,10 @@ export async function resolveImage(ref: string, home: string, opts: ResolveOptio
     const r = await cached(home, id, 'docker', abs, async (root, work) => {
       const img = await unpackImageTarball(abs, work);
       kind = img.format;
+      const budget = unpackBudget(); // one for the whole image: its layers share it
       for (const [i, layer] of img.layers.entries()) {
         opts.log?.(`applying layer ${i + 1}/${img.layers.length}`);
-        await applyLayer(root, layer, `${path.basename(abs)} layer ${i + 1}`);
+        await applyLayer(root, layer, `${path.basename(abs)} layer ${i + 1}`, budget);
       }
       // mount points the guest's /init moves its API filesystems onto
       for (const d of ['proc', 'sys', 'dev', 'run', 'tmp']) await mkdir(path.join(root, d), { recursive: true });
