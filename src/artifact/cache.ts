@@ -1,8 +1,8 @@
 /**
  * A content-addressed extraction cache: `<cacheDir>/<artifact digest>/`. The first run extracts (and so
  * verifies every byte); concurrent runs wait on a lock file and then share the same directory; later
- * runs read only the footer. A cache hit trusts the cached, verified copy: its manifest is returned,
- * never the (possibly since altered) file's.
+ * runs read only the footer (and the cached disk's qcow2 header). A cache hit trusts the cached, verified
+ * copy: its manifest is returned, never the (possibly since altered) file's.
  */
 import type { KeyObject } from 'node:crypto';
 import { mkdir, open, readdir, readFile, rm, stat, unlink, utimes } from 'node:fs/promises';
@@ -11,7 +11,9 @@ import { ConflictError } from '../errors/index.js';
 import { dataPaths } from '../util/paths.js';
 import { FOOTER_SIGNED_SIZE } from './footer.js';
 import { readAt, readHead } from './layout.js';
-import { decodeManifest } from './manifest.js';
+import { decodeManifest, type ArtifactManifest } from './manifest.js';
+import { diskProblem } from './entry.js';
+import { readQcow2Head } from './qcow2-check.js';
 import { loadPublicKey } from './sign.js';
 import { entryFiles, extractArtifact, type ExtractOptions, type ExtractResult } from './extract.js';
 import { ArtifactError } from '../errors/index.js';
@@ -44,10 +46,29 @@ async function hit(file: string, dir: string, trusted: KeyObject | undefined): P
     const head = await readHead(fh, file);
     const sig = checkSignature(await readAt(fh, head.footerOffset, FOOTER_SIGNED_SIZE), head.footer, manifest, trusted);
     if (!sig.ok) throw new ArtifactError(describeSignature(sig), { where: `${file}: signature` });
+    await checkCachedDisk(dir, manifest);
     return { dir, manifest, digest: path.basename(dir), files: entryFiles(dir, manifest), extracted: false };
   } finally {
     await fh.close();
   }
+}
+
+/**
+ * A smol from before the disk check extracted whatever disk it was given: each hit re-reads the cached
+ * disk's header (one cluster), so a disk naming a host file is refused however it got into the cache.
+ */
+async function checkCachedDisk(dir: string, manifest: ArtifactManifest): Promise<void> {
+  const disk = manifest.entries.find((e) => e.kind === 'disk');
+  if (!disk) return;
+  const file = path.join(dir, disk.name);
+  const fh = await open(file, 'r');
+  let problem: string | null;
+  try {
+    problem = diskProblem(disk, await readQcow2Head(fh));
+  } finally {
+    await fh.close();
+  }
+  if (problem) throw new ArtifactError(problem, { where: file, hint: `Do not run this artifact; remove its cached copy (rm -r ${dir}) and any machine made from it.` });
 }
 
 /** Holds `<key>.lock` (O_EXCL, with our pid) while `fn` runs; a lock whose holder died is taken over. */

@@ -1,29 +1,25 @@
 /**
  * Safe extraction. Nothing from the archive chooses a path: each entry lands at `<dest>/<name>` where
  * the name passed the manifest's flat-name rule and the tar member matched it exactly (layout.ts), so
- * `..`, absolute paths and links are refused before the first byte is written. Declared sizes are
- * enforced while decompressing (a lie or a bomb stops at once), totals are capped up front, and
- * everything goes to a temp directory that is renamed into place only when every digest matched.
+ * `..`, absolute paths and links are refused before the first byte is written. Each entry gets the
+ * checks verify runs too (entry.ts): declared sizes enforced while decompressing (a lie or a bomb stops
+ * at once), totals capped up front, a disk that would open a host file refused; everything goes to a temp
+ * directory that is renamed into place only when every check passed.
  */
-import { createHash, type KeyObject } from 'node:crypto';
+import type { KeyObject } from 'node:crypto';
 import { mkdir, open, rename, rm, stat, writeFile } from 'node:fs/promises';
 import path from 'node:path';
 import { ArtifactError, ConflictError, ExitCode, mapFsError } from '../errors/index.js';
 import { tempSibling } from './atomic.js';
+import { checkCaps, checkEntry, defaultCaps, type ExtractCaps } from './entry.js';
 import { FOOTER_SIGNED_SIZE } from './footer.js';
 import { frameDigest, readAt, readLayout } from './layout.js';
 import { hostArch, type ArtifactManifest } from './manifest.js';
 import { loadPublicKey } from './sign.js';
 import { checkSignature, describeSignature, openArtifact } from './verify.js';
-import { decompressRange, SparseWriter } from './zstd.js';
+import { SparseWriter } from './zstd.js';
 
-export interface ExtractCaps {
-  /** Most entries an artifact may hold. */
-  maxEntries: number;
-  /** Most decompressed bytes, all entries together. */
-  maxTotalBytes: number;
-}
-export const defaultCaps: ExtractCaps = { maxEntries: 8, maxTotalBytes: 256 * 1024 ** 3 };
+export { defaultCaps, type ExtractCaps };
 
 export interface ExtractOptions {
   caps?: Partial<ExtractCaps>;
@@ -59,11 +55,7 @@ export async function extractArtifact(file: string, destDir: string, opts: Extra
     if (m.guest.arch !== arch && !opts.allowForeignArch) {
       throw new ArtifactError(`artifact is for ${m.guest.arch} guests; this host is ${arch}`, { where: file }, ExitCode.prerequisite);
     }
-    if (m.entries.length > caps.maxEntries) throw new ArtifactError(`artifact has ${m.entries.length} entries; the cap is ${caps.maxEntries}`, { where: file });
-    const total = m.entries.reduce((s, e) => s + e.size, 0);
-    if (total > caps.maxTotalBytes) {
-      throw new ArtifactError(`artifact unpacks to ${total} bytes; the cap is ${caps.maxTotalBytes}`, { where: file, hint: 'Raise the cap only for artifacts you trust.' });
-    }
+    checkCaps(m, caps, file);
     // the signature binds the footer digest, which the entries are checked against below
     const signature = checkSignature(await readAt(fh, layout.footerOffset, FOOTER_SIGNED_SIZE), layout.footer, m, trusted);
     if (!signature.ok) {
@@ -77,22 +69,17 @@ export async function extractArtifact(file: string, destDir: string, opts: Extra
     const digests: Buffer[] = [];
     for (const mem of layout.members) {
       const e = mem.entry;
-      const storedHash = createHash('sha256');
-      const rawHash = createHash('sha256');
       const out = await open(path.join(tmp, e.name), 'wx', 0o600);
-      let written: number;
+      let r: Awaited<ReturnType<typeof checkEntry>>;
       try {
         const w = new SparseWriter(out);
-        written = await decompressRange({ file, start: mem.dataOffset, length: mem.size, maxBytes: e.size, storedHash, rawHash, out: w, what: e.name, onBytes: opts.onBytes });
-        await w.finish();
+        r = await checkEntry(file, mem, { out: w, onBytes: opts.onBytes });
+        if (!r.problem) await w.finish();
       } finally {
         await out.close();
       }
-      const stored = storedHash.digest();
-      if (stored.toString('hex') !== e.stored.sha256) throw new ArtifactError(`entry ${e.name} is corrupt: its stored bytes do not match the manifest's SHA-256`, { where: `${file}: ${e.name}` });
-      if (written !== e.size) throw new ArtifactError(`entry ${e.name} declares ${e.size} bytes but decompresses to ${written}`, { where: `${file}: ${e.name}` });
-      if (rawHash.digest('hex') !== e.sha256) throw new ArtifactError(`entry ${e.name} decompresses to content whose SHA-256 does not match the manifest`, { where: `${file}: ${e.name}` });
-      digests.push(stored);
+      if (r.problem) throw new ArtifactError(r.problem, { where: `${file}: ${e.name}` });
+      digests.push(Buffer.from(r.stored, 'hex'));
     }
     if (!(await frameDigest(fh, layout.members, layout.footerOffset, digests)).equals(layout.footer.digest)) {
       throw new ArtifactError('artifact framing (tar headers or padding) was altered: the artifact digest does not match the footer', { where: `${file}: framing` });

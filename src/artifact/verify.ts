@@ -1,14 +1,16 @@
 /**
- * inspect (footer + manifest only, O(1)) and verify (every byte: each entry's stored digest, the tar
- * framing through the artifact digest, and the signature). Structural damage (truncation, a broken
- * header, an altered manifest) throws ArtifactError naming the member; content damage comes back as
- * per-entry results so the caller can say exactly which entry failed.
+ * inspect (footer + manifest only, O(1)) and verify (every byte: each entry through the checks extraction
+ * runs (entry.ts: stored digest, decompressed size and digest, a self-contained disk), the tar framing
+ * through the artifact digest, and the signature). Structural damage (truncation, a broken header, an
+ * altered manifest, sizes over the caps) throws ArtifactError naming the member; content damage comes back
+ * as per-entry results so the caller can say exactly which entry failed.
  */
 import type { KeyObject } from 'node:crypto';
 import { open, type FileHandle } from 'node:fs/promises';
 import { ArtifactError, NotFoundError } from '../errors/index.js';
+import { checkCaps, checkEntry, defaultCaps, type ExtractCaps } from './entry.js';
 import { FLAG_SIGNED, FOOTER_SIGNED_SIZE, type Footer } from './footer.js';
-import { frameDigest, hashRange, readHead, readLayout } from './layout.js';
+import { frameDigest, readHead, readLayout } from './layout.js';
 import type { ArtifactManifest, EntryKind } from './manifest.js';
 import { keyId, loadPublicKey, publicKeyFromDer, verifyBytes } from './sign.js';
 
@@ -72,7 +74,13 @@ export function checkSignature(footerBytes: Buffer, footer: Footer, manifest: Ar
   return { status: 'trusted', ok: true, keyId: recorded.keyId, expectedKeyId };
 }
 
-export interface EntryResult { name: string; kind: EntryKind; ok: boolean; bytes: number; expected: string; actual: string }
+export interface EntryResult {
+  name: string; kind: EntryKind; ok: boolean; bytes: number;
+  /** SHA-256 of the stored bytes: the manifest's and as read. */
+  expected: string; actual: string;
+  /** What is wrong with the entry, in the words extraction refuses it with. */
+  problem?: string;
+}
 export interface VerifyResult {
   ok: boolean;
   file: string;
@@ -87,7 +95,7 @@ export interface VerifyResult {
   seconds: number;
 }
 
-export interface VerifyOptions { publicKey?: string | KeyObject; onBytes?: (n: number) => void }
+export interface VerifyOptions { publicKey?: string | KeyObject; onBytes?: (n: number) => void; caps?: Partial<ExtractCaps> }
 
 export async function verifyArtifact(file: string, opts: VerifyOptions = {}): Promise<VerifyResult> {
   const trusted = typeof opts.publicKey === 'string' ? await loadPublicKey(opts.publicKey) : opts.publicKey;
@@ -95,11 +103,11 @@ export async function verifyArtifact(file: string, opts: VerifyOptions = {}): Pr
   const fh = await openArtifact(file);
   try {
     const layout = await readLayout(fh, file);
+    checkCaps(layout.manifest, { ...defaultCaps, ...opts.caps }, file);
     const entries: EntryResult[] = [];
     for (const m of layout.members) {
-      const d = await hashRange(fh, m.dataOffset, m.size, opts.onBytes);
-      const actual = d.toString('hex');
-      entries.push({ name: m.entry.name, kind: m.entry.kind, ok: actual === m.entry.stored.sha256, bytes: m.size, expected: m.entry.stored.sha256, actual });
+      const r = await checkEntry(file, m, { onBytes: opts.onBytes });
+      entries.push({ name: m.entry.name, kind: m.entry.kind, ok: !r.problem, bytes: m.size, expected: m.entry.stored.sha256, actual: r.stored, ...(r.problem ? { problem: r.problem } : {}) });
     }
     // framing is checked against the recorded entry digests so that it isolates headers, padding and manifest
     const frame = await frameDigest(fh, layout.members, layout.footerOffset, layout.members.map((m) => Buffer.from(m.entry.stored.sha256, 'hex')));
@@ -125,7 +133,7 @@ export async function assertVerified(file: string, opts: VerifyOptions = {}): Pr
 
 export function describeFailure(r: VerifyResult): string {
   const bad = r.entries.find((e) => !e.ok);
-  if (bad) return `entry ${bad.name} is corrupt: SHA-256 ${bad.actual.slice(0, 16)}… but the manifest records ${bad.expected.slice(0, 16)}…`;
+  if (bad) return bad.problem ?? `entry ${bad.name} is corrupt: SHA-256 ${bad.actual.slice(0, 16)}… but the manifest records ${bad.expected.slice(0, 16)}…`;
   if (!r.framing.ok) return 'artifact framing (tar headers or padding) was altered: the artifact digest does not match the footer';
   return describeSignature(r.signature);
 }

@@ -18,8 +18,11 @@ export async function compressFile(input: string, output: string, level = 3): Pr
 const SPARSE_BLOCK = 4096;
 const ZERO = Buffer.alloc(SPARSE_BLOCK);
 
+/** Where decompressed bytes go, in order. */
+export interface ChunkSink { write(chunk: Buffer): Promise<void> }
+
 /** Writes a stream at increasing offsets, leaving 4 KiB blocks of zeros as holes (disk images and RAM are mostly zeros). */
-export class SparseWriter {
+export class SparseWriter implements ChunkSink {
   pos = 0;
   constructor(private readonly fh: FileHandle) {}
   async write(chunk: Buffer): Promise<void> {
@@ -58,7 +61,7 @@ export interface DecompressOptions {
   maxBytes: number;
   storedHash: Hash;
   rawHash: Hash;
-  out: SparseWriter;
+  out: ChunkSink;
   what: string;
   onBytes?: (n: number) => void;
 }

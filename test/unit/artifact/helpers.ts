@@ -11,6 +11,7 @@ import { Header } from 'tar';
 import { run } from '../../../src/util/exec.js';
 import { contentDigest, encodeManifest, type ArtifactManifest } from '../../../src/artifact/manifest.js';
 import { encodeFooter, FOOTER_SIZE } from '../../../src/artifact/footer.js';
+import { compressFile } from '../../../src/artifact/zstd.js';
 
 export async function tempDir(prefix = 'smol-artifact-'): Promise<{ dir: string; cleanup: () => Promise<void> }> {
   const dir = await mkdtemp(path.join(os.tmpdir(), prefix));
@@ -84,4 +85,22 @@ export function withDigest(m: ArtifactManifest): ArtifactManifest {
 /** Everything in dir except the names given: extraction must leave no temp dirs or partial files behind. */
 export async function leftovers(dir: string, except: string[] = []): Promise<string[]> {
   return (await readdir(dir)).filter((n) => !except.includes(n));
+}
+
+/**
+ * The bytes of an artifact like `manifest`'s whose disk entry is `diskBytes` exactly as given: an attacker's
+ * packer that skips flattening (a qcow2 with a backing or data file survives). The other entries are reused.
+ */
+export async function craftWithDisk(dir: string, manifest: ArtifactManifest, stored: Map<string, Buffer>, diskBytes: Buffer): Promise<{ bytes: Buffer; manifest: ArtifactManifest }> {
+  const raw = path.join(await mkdtemp(path.join(dir, 'disk-')), 'disk.qcow2');
+  await writeFile(raw, diskBytes);
+  await compressFile(raw, `${raw}.zst`);
+  const zst = await readFile(`${raw}.zst`);
+  const disk = {
+    name: 'disk.qcow2', kind: 'disk' as const, format: 'qcow2' as const, size: diskBytes.length, sha256: sha256(diskBytes).toString('hex'),
+    stored: { compression: 'zstd' as const, size: zst.length, sha256: sha256(zst).toString('hex') },
+  };
+  const m = withDigest({ ...manifest, entries: [disk, ...manifest.entries.filter((e) => e.kind !== 'disk')] });
+  const members = m.entries.map((e) => ({ name: `${e.name}.zst`, data: e.kind === 'disk' ? zst : stored.get(`${e.name}.zst`)! }));
+  return { bytes: craftArtifact(m, members), manifest: m };
 }

@@ -107,7 +107,7 @@ describe('verifyArtifact', () => {
       else throw new Error(`flip at ${off} of ${bytes.length} went undetected`);
     }
     expect(detected).toBe(offsets.length);
-  });
+  }, 120_000); // ~300 verifies, each decompressing the intact entries (a zstd process each): seconds idle, more under load
 
   it('reports a truncated file precisely', async () => {
     for (const cut of [10, 1000, original.length - FOOTER_SIZE, original.length - 1]) {
