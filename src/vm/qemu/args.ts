@@ -102,6 +102,7 @@ export function buildQemuArgs(i: QemuArgsInput): string[] {
   // -nographic would tie the serial port to stdio, which -daemonize forbids; -display none + a file chardev
   // gives the same headless machine with a console log that `smol logs` can read after we detach.
   a.push('-nodefaults', '-no-user-config', '-display', 'none', '-no-reboot');
+  a.push(...sandboxArgs());
   a.push('-chardev', `file,id=con0,path=${opt(i.consoleLogPath)}${i.appendConsole ? ',append=on' : ''}`, '-serial', 'chardev:con0');
   a.push('-kernel', i.kernelPath, '-initrd', i.initrdPath, '-append', i.cmdline);
   (i.disks ?? []).forEach((d, n) => {
@@ -147,6 +148,16 @@ function netdevArg(n: NicSpec): string {
   if (n.restrict) parts.push('restrict=on');
   for (const f of n.hostfwd) parts.push(`hostfwd=${f.protocol}:${f.address}:${f.host}-:${f.guest}`);
   return parts.join(',');
+}
+
+/**
+ * QEMU's seccomp filter: a guest that escapes into QEMU meets a process that cannot load modules, reboot,
+ * mount, swap, kexec, call obsolete syscalls or change scheduling and resource limits. `spawn=deny` and
+ * `elevateprivileges=deny` would go further, but both kill QEMU at -daemonize (it forks and calls setsid),
+ * and the fork save migrates through `exec:cat`. SMOL_QEMU_SANDBOX=off is for a QEMU built without seccomp.
+ */
+export function sandboxArgs(env: NodeJS.ProcessEnv = process.env): string[] {
+  return env.SMOL_QEMU_SANDBOX === 'off' ? [] : ['-sandbox', 'on,obsolete=deny,resourcecontrol=deny'];
 }
 
 /** QEMU option values are comma-separated; a literal comma is written twice. */

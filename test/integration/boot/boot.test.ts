@@ -124,6 +124,8 @@ describe('booting microVMs', () => {
     const status = await qmp.execute<{ status: string; running: boolean }>('query-status');
     expect(status).toMatchObject({ status: 'inmigrate', running: false });
     qmp.close();
+    // a guest that escapes into QEMU meets its seccomp filter (-sandbox on): mode 2 is a filter in force
+    expect(readFileSync(`/proc/${r.pid}/status`, 'utf8')).toMatch(/^Seccomp:\s+2$/m);
     await backend.quit(r.qmpPath, r.pid, 5000);
     expect(backend.isAlive(r.pid)).toBe(false);
   });

@@ -1,5 +1,5 @@
 import { describe, expect, it } from 'vitest';
-import { buildQemuArgs, opt, tcgCpu, tcgTbMiB, type QemuArgsInput } from '../../../../src/vm/qemu/args.js';
+import { buildQemuArgs, opt, sandboxArgs, tcgCpu, tcgTbMiB, type QemuArgsInput } from '../../../../src/vm/qemu/args.js';
 
 const base: QemuArgsInput = {
   accel: 'tcg', kernelPath: '/k/vmlinux', initrdPath: '/k/initrd.cpio', cmdline: 'console=ttyS0',
@@ -82,6 +82,11 @@ describe('buildQemuArgs', () => {
     expect(values(a, '-incoming')).toEqual(['defer']);
     const clone = buildQemuArgs({ ...base, memoryBackend: { path: '/dev/shm/smol-x.mem', share: false } });
     expect(values(clone, '-object')[0]).toMatch(/share=off$/);
+  });
+
+  it('runs QEMU under its seccomp sandbox unless SMOL_QEMU_SANDBOX=off', () => {
+    expect(values(buildQemuArgs(base), '-sandbox')).toEqual(['on,obsolete=deny,resourcecontrol=deny']);
+    expect(sandboxArgs({ SMOL_QEMU_SANDBOX: 'off' })).toEqual([]);
   });
 
   it('daemonizes with a pidfile only when asked', () => {
