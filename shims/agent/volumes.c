@@ -85,7 +85,8 @@ int mount_volumes(const uint8_t *p, uint32_t n, char *why, size_t whyn) {
   int err = 0;
   for (i = 0; i < attempts; i++) {
     write_text(rescan, "1");
-    if (mount(tag, vol, "virtiofs", 0, NULL) == 0) break;
+    /* the binds below inherit nosuid,nodev; a remount must repeat them or it clears them */
+    if (mount(tag, vol, "virtiofs", MS_NOSUID | MS_NODEV, NULL) == 0) break;
     err = errno;
     usleep(10 * 1000);
   }
@@ -107,7 +108,7 @@ int mount_volumes(const uint8_t *p, uint32_t n, char *why, size_t whyn) {
       snprintf(why, whyn, "cannot mount volume %s on %s: %s", idx, guest, strerror(errno));
       return -1;
     }
-    if (!strcmp(mode, "ro") && mount(NULL, dst, NULL, MS_REMOUNT | MS_BIND | MS_RDONLY, NULL) < 0) {
+    if (!strcmp(mode, "ro") && mount(NULL, dst, NULL, MS_REMOUNT | MS_BIND | MS_RDONLY | MS_NOSUID | MS_NODEV, NULL) < 0) {
       snprintf(why, whyn, "cannot make volume %s read-only: %s", guest, strerror(errno));
       return -1;
     }

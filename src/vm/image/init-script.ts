@@ -80,14 +80,14 @@ fi
 
 if v=$(arg smol.vols); then
   mkdir -p /run/smol/vol
-  mount -t virtiofs smol /run/smol/vol || fail "cannot mount the volumes (virtiofs tag smol)"
+  mount -t virtiofs -o nosuid,nodev smol /run/smol/vol || fail "cannot mount the volumes (virtiofs tag smol)"
   ${READ_AHEAD_LINE}
   p=""; [ -n "$root" ] && p=/newroot
   for e in $(echo "$v" | tr , ' '); do
     n=\${e%%:*}; g=\${e#*:}; ro=""
     case "$g" in *:ro) ro=1; g=\${g%:ro} ;; esac
     mkdir -p "$p$g" && mount --bind "/run/smol/vol/$n" "$p$g" || fail "cannot mount volume $n on $g"
-    [ -z "$ro" ] || mount -o remount,bind,ro "$p$g" || fail "cannot make volume $g read-only"
+    [ -z "$ro" ] || mount -o remount,bind,ro,nosuid,nodev "$p$g" || fail "cannot make volume $g read-only"
   done
 fi
 

@@ -5,18 +5,23 @@
  * stage/N, read-only volumes remounted `bind,ro`, the stage itself read-only. virtiofsd then sandboxes
  * itself into the stage (pivot_root), so guest writes to a read-only volume fail with EROFS on the host
  * side whatever the guest's mount flags say, and a symlink in a share resolves inside the guest, never to
- * the host's files. virtiofsd exits by itself when QEMU disconnects; smol also stops it with its machine
- * and `machine ls` sweeps one whose QEMU died.
+ * the host's files. The binds are `nosuid,nodev`, and virtiofsd runs under smol-fsguard's seccomp filter
+ * (shims/fsguard), so a guest can never give a host file a setuid or setgid bit or make a device node
+ * there. virtiofsd exits by itself when QEMU disconnects; smol also stops it with its machine and
+ * `machine ls` sweeps one whose QEMU died.
  */
 import fs from 'node:fs';
 import path from 'node:path';
 import { BootError, PrerequisiteError } from '../../errors/index.js';
 import type { Volume } from '../../smolfile/schema.js';
 import { spawnDaemon } from '../../util/exec.js';
+import { buildPaths } from '../../util/paths.js';
 import type { MachineLayout } from '../layout.js';
 import { isRunning, waitGone } from '../backend/process.js';
 
 export const VIRTIOFSD = process.env.SMOL_VIRTIOFSD ?? '/usr/lib/qemu/virtiofsd';
+/** The seccomp wrapper virtiofsd always runs under (shims/fsguard); never optional, so no override. */
+export const FSGUARD = path.join(buildPaths.root, 'smol-fsguard');
 /** The one virtiofs tag a machine's guest mounts; volume N is the stage's directory N. */
 export const VIRTIOFS_TAG = 'smol';
 
@@ -53,10 +58,12 @@ $b mount --bind "$stage" "$stage"
 i=0
 while [ "$i" -lt "$n" ]; do
   $b mount --bind "$1" "$stage/$i"
-  if [ "$2" = ro ]; then $b mount -o remount,bind,ro "$stage/$i"; fi
+  # the guest's kernel opens its own device for a device node in a share, never virtiofsd; nodev keeps that so
+  o=remount,bind,nosuid,nodev; [ "$2" = ro ] && o=$o,ro
+  $b mount -o "$o" "$stage/$i"
   shift 2; i=$((i+1))
 done
-$b mount -o remount,bind,ro "$stage"
+$b mount -o remount,bind,ro,nosuid,nodev "$stage"
 exec "$@"
 `;
 
@@ -64,6 +71,9 @@ exec "$@"
 export async function startVirtiofsd(layout: Pick<MachineLayout, 'dir' | 'runDir'>, volumes: readonly Volume[], name?: string): Promise<SharedFs> {
   if (!fs.existsSync(VIRTIOFSD)) {
     throw new PrerequisiteError(`volumes need virtiofsd, and ${VIRTIOFSD} does not exist`, { where: name, hint: 'Install it: sudo apt-get install qemu-system-common (or run `npm run setup`); `smol doctor` checks it.' });
+  }
+  if (!fs.existsSync(FSGUARD)) {
+    throw new PrerequisiteError(`volumes need smol-fsguard, and ${FSGUARD} does not exist`, { where: name, hint: 'Build it: npm run build (it needs gcc).' });
   }
   const f = virtiofsdFiles(layout);
   await stopVirtiofsd(layout);
@@ -76,7 +86,10 @@ export async function startVirtiofsd(layout: Pick<MachineLayout, 'dir' | 'runDir
     // a symlinked host path is shared as the directory it names
     pairs.push(fs.realpathSync(v.host), v.readonly ? 'ro' : 'rw');
   });
-  const daemon = [VIRTIOFSD, `--socket-path=${f.socket}`, '-o', `source=${f.stage}`, '-o', 'sandbox=namespace', '-o', 'cache=auto', '-o', 'log_level=warn'];
+  // modcaps and no_xattr are a second wall behind the filter: no CAP_MKNOD at all, no security.capability
+  // xattr (file capabilities); each is 7.2's default or harmless to what a share holds
+  const daemon = [FSGUARD, VIRTIOFSD, `--socket-path=${f.socket}`, '-o', `source=${f.stage}`, '-o', 'sandbox=namespace', '-o', 'cache=auto',
+    '-o', 'modcaps=-mknod:-fsetid', '-o', 'no_xattr', '-o', 'no_posix_acl', '-o', 'log_level=warn'];
   // root shares with guest uids as they are; anyone else runs it as root of a user namespace mapped to them
   const unshare = process.getuid?.() === 0 ? ['--mount', '--propagation', 'private'] : ['--user', '--map-root-user', '--mount', '--propagation', 'private'];
   fs.writeFileSync(f.log, '');

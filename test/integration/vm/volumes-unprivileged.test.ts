@@ -57,16 +57,18 @@ describe.skipIf(!canDrop)('volumes for an unprivileged user (skipped unless root
   it('the guest root\'s files are the user\'s on the host, other guest uids are refused, :ro holds; cold and restored', () => {
     const share = path.join(home, 'share');
     const script = 'cat /work/in.txt; echo "$1" >> /work/out.txt; chown 1234 /work/out.txt 2>/dev/null || echo chown-refused; '
-      + 'echo x > /ro/x 2>/dev/null || echo ro-refused';
+      + 'echo x > /ro/x 2>/dev/null || echo ro-refused; chmod 4755 /work/out.txt 2>/dev/null || echo suid-refused';
     for (const [i, how] of [[1, /saving the boot snapshot/], [2, /restoring the boot snapshot/]] as const) {
       const r = asNobody(['run', '-v', `${share}:/work`, '-v', `${share}:/ro:ro`, '--', 'sh', '-c', script, 'sh', `run ${i}`]);
       expect(r.code, r.stderr).toBe(0);
       expect(r.stderr).toMatch(how);
-      expect(r.stdout).toBe('from the host\nchown-refused\nro-refused\n');
+      expect(r.stdout).toBe('from the host\nchown-refused\nro-refused\nsuid-refused\n');
     }
     const out = path.join(share, 'out.txt');
     expect(fs.readFileSync(out, 'utf8')).toBe('run 1\nrun 2\n');
     expect([fs.statSync(out).uid, fs.statSync(out).gid]).toEqual([NOBODY, NOBODY]);
+    // a setuid-nobody file would let any host user act as nobody (and so as this user)
+    expect(fs.statSync(out).mode & 0o6000).toBe(0);
     expect(fs.existsSync(path.join(share, 'x'))).toBe(false);
     expect(fs.readdirSync(path.join(home, 'smol', 'machines'))).toEqual([]);
   }, 400_000);

@@ -6,14 +6,17 @@ import { runRoot } from '../../../src/vm/layout.js';
 import { killQemuMentioning, qemuProcessesMentioning, scratchHome, sharedHome, smol } from '../../helpers/cli.js';
 
 let home: string;
+/** The shared directories, beside the home: smol refuses to share its own home (or anything in it). */
+let data: string;
 let share: string;
 let ro: string;
 let secret: string;
 beforeAll(() => {
   home = scratchHome('volumes');
-  share = path.join(home, 'share');
-  ro = path.join(home, 'ro');
-  secret = path.join(home, 'outside');
+  data = scratchHome('volumes-data');
+  share = path.join(data, 'share');
+  ro = path.join(data, 'ro');
+  secret = path.join(data, 'outside');
   for (const d of [share, ro, secret]) fs.mkdirSync(d);
   fs.writeFileSync(path.join(share, 'hello.txt'), 'hello from the host\n');
   fs.writeFileSync(path.join(ro, 'r.txt'), 'read-only content\n');
@@ -23,6 +26,7 @@ afterAll(() => {
   killQemuMentioning(home);
   for (const pid of virtiofsdOfHome()) try { process.kill(pid, 'SIGKILL'); } catch { /* gone */ }
   fs.rmSync(home, { recursive: true, force: true });
+  fs.rmSync(data, { recursive: true, force: true });
 });
 
 /** virtiofsd processes whose socket path contains needle (sockets live in the home's run root, one dir per machine id). */
@@ -94,6 +98,32 @@ describe('volumes over virtiofs (real QEMU and virtiofsd)', () => {
     expect(fs.readFileSync(path.join(ro, 'r.txt'), 'utf8')).toBe('read-only content\n');
   });
 
+  it('a guest root cannot leave a setuid/setgid file or a device node on the host through a read-write share', async () => {
+    // guest root, as an attacker would: chmod its own file 4755/2755, create one with the bits, mknod b and c
+    const r = await smol(['run', '-v', `${share}:/work`, '--', 'sh', '-c', [
+      'cp /bin/busybox /work/suid; chmod 4755 /work/suid; echo chmod-suid=$?',
+      'echo x > /work/sgid; chmod 2755 /work/sgid; echo chmod-sgid=$?',
+      'mkdir /work/gdir; chmod g+s /work/gdir; echo chmod-gdir=$?',
+      // busybox cp creates its copy with the source's mode: open(O_CREAT, 04755) through FUSE_CREATE
+      'cp /bin/busybox /tmp/s && chmod 4755 /tmp/s && cp /tmp/s /work/installed; echo create=$?',
+      'mknod /work/blk b 254 0; echo mknod-b=$?',
+      'mknod /work/chr c 1 3; echo mknod-c=$?',
+      'mkfifo /work/fifo; echo mkfifo=$?',
+      // and in the guest a share's setuid file grants nothing: the mount is nosuid,nodev
+      'awk \'$2 == "/work" { print $4 }\' /proc/mounts | tr , "\\n" | grep -x "nosuid\\|nodev"',
+    ].join('; ')], { home });
+    expect(r.code, r.stderr).toBe(0);
+    // the guest is told: each bit-setting call fails (EPERM), as does mknod of a device; a FIFO is allowed
+    expect(r.stdout).toBe('chmod-suid=1\nchmod-sgid=1\nchmod-gdir=1\ncreate=1\nmknod-b=1\nmknod-c=1\nmkfifo=0\nnosuid\nnodev\n');
+    for (const n of ['suid', 'sgid', 'gdir', 'installed']) {
+      const p = path.join(share, n);
+      if (fs.existsSync(p)) expect((fs.statSync(p).mode & 0o6000).toString(8), n).toBe('0');
+    }
+    for (const n of ['blk', 'chr']) expect(fs.existsSync(path.join(share, n)), n).toBe(false);
+    expect(fs.statSync(path.join(share, 'fifo')).isFIFO()).toBe(true);
+    for (const n of ['suid', 'sgid', 'gdir', 'installed', 'fifo']) fs.rmSync(path.join(share, n), { recursive: true, force: true });
+  });
+
   it('a symlink in the share that points outside it does not reach the host\'s files', async () => {
     fs.symlinkSync(secret, path.join(share, 'abs-link'));
     fs.symlinkSync(path.join(secret, 'secret.txt'), path.join(share, 'abs-file-link'));
@@ -136,7 +166,7 @@ describe('volumes over virtiofs (real QEMU and virtiofsd)', () => {
   });
 
   it('a persistent machine keeps its Smolfile volume (relative to the Smolfile) across stop and start; virtiofsd goes with QEMU', async () => {
-    const proj = path.join(home, 'proj');
+    const proj = path.join(data, 'proj');
     fs.mkdirSync(path.join(proj, 'src'), { recursive: true });
     fs.writeFileSync(path.join(proj, 'src', 'main.txt'), 'v1\n');
     fs.writeFileSync(path.join(proj, 'Smolfile'), 'volumes:\n  - host: ./src\n    guest: /work\n  - host: ../ro\n    guest: /opt/ro\n    readonly: true\n');
@@ -195,12 +225,13 @@ describe('volumes over virtiofs (real QEMU and virtiofsd)', () => {
     // the agent mounts them (shims/agent/volumes.c): outer before inner, whatever the flag order, the inner
     // one's mount point made inside the outer share
     const vol = await smol(['run', '-v', `${ro}:/work/nested:ro`, '-v', `${share}:/work`, '-v', `${ro}:/ro:ro`, '--', 'sh', '-c',
-      'cat /work/after-save.txt; echo restored > /work/from-restored.txt; mount -o remount,rw /ro 2>/dev/null; echo x > /ro/w 2>/dev/null || echo ro-refused; [ "$(ls /work/nested)" = "$(ls /ro)" ] && ! touch /work/nested/x 2>/dev/null && echo nested-ro'], { home, env });
+      'cat /work/after-save.txt; echo restored > /work/from-restored.txt; mount -o remount,rw /ro 2>/dev/null; echo x > /ro/w 2>/dev/null || echo ro-refused; [ "$(ls /work/nested)" = "$(ls /ro)" ] && ! touch /work/nested/x 2>/dev/null && echo nested-ro; '
+      + 'grep -q " /work/nested virtiofs ro,nosuid,nodev" /proc/mounts && echo nested-nosuid'], { home, env });
     expect(vol.code, vol.stderr).toBe(0);
     expect(fs.statSync(path.join(share, 'nested')).isDirectory()).toBe(true);
     expect(vol.stderr).toMatch(/restoring the boot snapshot/);
     expect(vol.stderr).toMatch(/mounting the volumes/);
-    expect(vol.stdout).toBe('written after the snapshot\nro-refused\nnested-ro\n');
+    expect(vol.stdout).toBe('written after the snapshot\nro-refused\nnested-ro\nnested-nosuid\n');
     expect(fs.readFileSync(path.join(share, 'from-restored.txt'), 'utf8')).toBe('restored\n');
     expect(fs.existsSync(path.join(ro, 'w'))).toBe(false);
     // the volume snapshot is a separate one (its guest has a PCIe port): runs without volumes save their own

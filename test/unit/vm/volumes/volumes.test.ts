@@ -154,7 +154,7 @@ describe('volumes plugged in after a restore (hotplug.ts)', () => {
     expect(READ_AHEAD_LINE).toContain(`echo ${VIRTIOFS_READ_AHEAD_KB} >"/sys/class/bdi/$d/read_ahead_kb"`);
     expect(VIRTIOFS_READ_AHEAD_KB).toBeGreaterThan(128);
     const init = INIT_SCRIPT.split('\n').map((l) => l.trim());
-    expect(init.indexOf(READ_AHEAD_LINE)).toBe(init.findIndex((l) => /^mount -t virtiofs smol/.test(l)) + 1);
+    expect(init.indexOf(READ_AHEAD_LINE)).toBe(init.findIndex((l) => /^mount -t virtiofs -o nosuid,nodev smol/.test(l)) + 1);
     // the line finds the mount's bdi in a real mountinfo line (field 3) and never fails the script
     const fake = path.join(tmp, 'mountinfo');
     fs.writeFileSync(fake, '36 25 0:25 / /run/smol/vol rw,relatime - virtiofs smol rw\n40 36 0:25 /0 /w rw - virtiofs smol rw\n');
