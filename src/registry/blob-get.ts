@@ -8,11 +8,11 @@
  */
 import net from 'node:net';
 import tls from 'node:tls';
+import { DEFAULT_TIMEOUTS, StallError, type Timeouts } from './timeouts.js';
 
 const READ_BUFFER = 1 << 20;
 const MAX_HEAD = 64 << 10;
 const SMALL_BODY = 4 << 10;
-const IDLE_MS = 120_000;
 
 export interface BlobResponse {
   status: number;
@@ -28,6 +28,8 @@ export interface GetOptions {
   tls?: tls.ConnectionOptions;
   /** Called with each piece of a 200 body; the buffer is reused after it returns. Throwing aborts the GET. */
   onBody: (chunk: Buffer) => void;
+  /** Connect, headers and idle deadlines (timeouts.ts); a blob body has no overall one, only idle. */
+  timeouts?: Timeouts;
 }
 
 /** Why a GET broke off mid-response (connection reset, idle, closed early): retrying may work. */
@@ -41,15 +43,24 @@ export function getBlob(url: URL, o: GetOptions): Promise<BlobResponse> {
     const sock: net.Socket = url.protocol === 'https:'
       ? tls.connect({ ...o.tls, host, port, servername: net.isIP(host) ? undefined : host, onread } as tls.ConnectionOptions)
       : net.connect({ host, port, onread });
+    const t = o.timeouts ?? DEFAULT_TIMEOUTS;
     let settled = false;
+    let timer: NodeJS.Timeout | undefined;
     const finish = (err: Error | null, r?: BlobResponse) => {
       if (settled) return;
       settled = true;
+      clearTimeout(timer);
       sock.destroy();
       if (err) reject(err); else resolve(r!);
     };
-    sock.setTimeout(IDLE_MS, () => finish(new TransferError(`no data from ${url.host} for ${IDLE_MS / 1000} s`)));
+    const arm = (phase: 'connect' | 'response', ms: number) => {
+      clearTimeout(timer);
+      timer = setTimeout(() => finish(new StallError(phase, url, ms)), ms);
+    };
+    arm('connect', t.connectMs);
+    sock.setTimeout(t.idleMs, () => finish(new StallError('idle', url, t.idleMs, res ? ` after ${res.bytes} body bytes` : '')));
     sock.once(url.protocol === 'https:' ? 'secureConnect' : 'connect', () => {
+      arm('response', t.responseMs); // cleared once the head is in: a body has only the idle deadline
       const lines = [`GET ${url.pathname}${url.search} HTTP/1.1`, `Host: ${url.host}`, 'User-Agent: smol', 'Accept-Encoding: identity', 'Connection: close'];
       for (const [k, v] of Object.entries(o.headers)) lines.push(`${k}: ${v}`);
       sock.write(`${lines.join('\r\n')}\r\n\r\n`);
@@ -89,6 +100,7 @@ export function getBlob(url: URL, o: GetOptions): Promise<BlobResponse> {
             return;
           }
           res = parseHead(head.subarray(0, end).toString('latin1'), url);
+          clearTimeout(timer);
           data = head.subarray(end + 4);
           head = null;
           chunked = /\bchunked\b/i.test(res.headers['transfer-encoding'] ?? '');

@@ -14,6 +14,7 @@ import { findCredentials, parseWwwAuthenticate, type Challenge, type Credentials
 import { TransferError, getBlob } from './blob-get.js';
 import { httpRequest, type SmallRequest, type SmallResponse } from './http-get.js';
 import { registryBaseUrl } from './reference.js';
+import { StallError, registryTimeouts, stallError, type Timeouts } from './timeouts.js';
 import { speaksTls, tlsTrustError, trustFor } from './trust.js';
 
 const MAX_MANIFEST = 4 << 20;
@@ -38,17 +39,18 @@ export class RegistryClient {
   private readonly tokens = new Map<string, string>();
   private useBasic = false;
 
-  private constructor(readonly registry: string, readonly base: string, private readonly creds: Credentials | null, private readonly tls: tls.ConnectionOptions, private readonly env: NodeJS.ProcessEnv) {}
+  private constructor(readonly registry: string, readonly base: string, private readonly creds: Credentials | null, private readonly tls: tls.ConnectionOptions, private readonly env: NodeJS.ProcessEnv, private readonly timeouts: Timeouts) {}
 
   /** A client for `registry` (as named in references), with stored credentials unless given. */
   static async open(registry: string, apiHost: string, opts: ClientOptions = {}): Promise<RegistryClient> {
     const env = opts.env ?? process.env;
+    const timeouts = registryTimeouts(env); // a bad value fails before any credential helper runs
     const creds = opts.credentials !== undefined ? opts.credentials : await findCredentials(registry, env);
     const trust = await trustFor([...new Set([registry, apiHost])], env);
     let base = registryBaseUrl(apiHost, { plainHttp: opts.plainHttp, env });
     // loopback and listed registries: HTTPS when they speak TLS (Docker tries HTTPS first too), else HTTP
     if (!opts.plainHttp && base.startsWith('http:') && await speaksTls(apiHost, trust.options)) base = `https://${apiHost}`;
-    return new RegistryClient(registry, base, creds, trust.options, env);
+    return new RegistryClient(registry, base, creds, trust.options, env, timeouts);
   }
 
   private authorization(scope: string): string | undefined {
@@ -60,6 +62,7 @@ export class RegistryClient {
 
   /** A failure to connect: an untrusted certificate (exit 69, how to trust it) or an unreachable host (75). */
   private connectError(err: unknown, host: string, what: string): SmolError {
+    if (err instanceof StallError) return stallError(err, what, this.registry);
     const trust = tlsTrustError(err, host === new URL(this.base).host ? this.registry : host, what, this.env);
     if (trust) return trust;
     const msg = (err as Error).cause instanceof Error ? ((err as Error).cause as Error).message : (err as Error).message;
@@ -75,7 +78,7 @@ export class RegistryClient {
       if (auth) headers.authorization = auth;
       let res: SmallResponse;
       try {
-        res = await httpRequest(abs, { ...init, headers, tls: this.tls });
+        res = await httpRequest(abs, { ...init, headers, tls: this.tls, timeouts: this.timeouts });
       } catch (err) {
         throw this.connectError(err, abs.host, o.what);
       }
@@ -108,9 +111,10 @@ export class RegistryClient {
       if (auth) headers.authorization = auth;
       let res;
       try {
-        res = await getBlob(url, { headers, tls: this.tls, onBody });
+        res = await getBlob(url, { headers, tls: this.tls, onBody, timeouts: this.timeouts });
       } catch (err) {
         if (err instanceof SmolError) throw err;
+        if (err instanceof StallError) throw stallError(err, what, this.registry);
         if (err instanceof TransferError) throw new SmolError(`${what} failed: ${err.message}`, ExitCode.tempFail, { cause: err, hint: 'Retry: blobs already verified are kept.' });
         throw this.connectError(err, url.host, what);
       }
@@ -145,10 +149,10 @@ export class RegistryClient {
     const tlsOpts = url.host === new URL(this.base).host ? this.tls : (await trustFor([url.host, this.registry], this.env)).options;
     let res: SmallResponse;
     try {
-      res = await httpRequest(url, { headers, tls: tlsOpts, maxBytes: 1 << 20 });
+      res = await httpRequest(url, { headers, tls: tlsOpts, maxBytes: 1 << 20, timeouts: this.timeouts });
     } catch (err) {
       const e = this.connectError(err, url.host, o.what);
-      if (e.exitCode === ExitCode.tempFail) throw new SmolError(`${o.what} failed: cannot reach the token service ${url.host}: ${(err as Error).message}`, ExitCode.tempFail, { cause: err });
+      if (e.exitCode === ExitCode.tempFail && !(err instanceof StallError)) throw new SmolError(`${o.what} failed: cannot reach the token service ${url.host}: ${(err as Error).message}`, ExitCode.tempFail, { cause: err });
       throw e;
     }
     if (res.status === 401 || res.status === 403) throw new RegistryAuthError(`${o.what} failed: the token service of ${this.registry} refused ${this.creds ? `user ${this.creds.username}` : 'anonymous access'} (${res.status})`, this.registry);
