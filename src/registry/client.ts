@@ -13,7 +13,7 @@ import { ArtifactError, ExitCode, NotFoundError, SmolError, mapFsError } from '.
 import { findCredentials, parseWwwAuthenticate, type Challenge, type Credentials } from './auth.js';
 import { TransferError, getBlob } from './blob-get.js';
 import { httpRequest, type SmallRequest, type SmallResponse } from './http-get.js';
-import { registryBaseUrl } from './reference.js';
+import { isInsecureRegistry, registryBaseUrl } from './reference.js';
 import { StallError, registryTimeouts, stallError, type Timeouts } from './timeouts.js';
 import { speaksTls, tlsTrustError, trustFor } from './trust.js';
 
@@ -140,12 +140,19 @@ export class RegistryClient {
 
   /** The token endpoint of the Docker token spec: GET realm?service=…&scope=…, Basic credentials when we have them. */
   private async fetchToken(ch: Challenge, o: { scope: string; what: string }): Promise<string> {
-    const url = new URL(ch.params.realm);
+    let url: URL;
+    try { url = new URL(ch.params.realm); } catch { url = new URL('invalid:'); }
+    if (url.protocol !== 'https:' && url.protocol !== 'http:') {
+      throw new SmolError(`${o.what} failed: ${this.registry} named a token realm that is not an http(s) URL: ${JSON.stringify(ch.params.realm.slice(0, 200))}`, ExitCode.failure, { where: this.registry });
+    }
     if (ch.params.service) url.searchParams.set('service', ch.params.service);
     const scope = o.scope || ch.params.scope;
     if (scope) url.searchParams.set('scope', scope);
     const headers: Record<string, string> = {};
-    if (this.creds) headers.authorization = `Basic ${Buffer.from(`${this.creds.username}:${this.creds.password}`).toString('base64')}`;
+    if (this.creds) {
+      this.checkRealm(url, o.what);
+      headers.authorization = `Basic ${Buffer.from(`${this.creds.username}:${this.creds.password}`).toString('base64')}`;
+    }
     const tlsOpts = url.host === new URL(this.base).host ? this.tls : (await trustFor([url.host, this.registry], this.env)).options;
     let res: SmallResponse;
     try {
@@ -162,6 +169,25 @@ export class RegistryClient {
     const token = body.token ?? body.access_token;
     if (!token) throw new SmolError(`${o.what} failed: token service ${url.host} sent no token`);
     return token;
+  }
+
+  /**
+   * A registry names its token service, so a hostile one (or anyone who can rewrite its plain-HTTP
+   * answers) could ask for the password to be sent in clear text. Credentials go to a token realm only
+   * over HTTPS, or over HTTP to a registry reached over HTTP on purpose (loopback, SMOL_INSECURE_REGISTRIES,
+   * --plain-http) when the realm is that registry's host or is listed itself. Nothing is sent otherwise.
+   */
+  private checkRealm(realm: URL, what: string): void {
+    if (realm.protocol === 'https:') return;
+    const base = new URL(this.base);
+    const insecureOk = base.protocol === 'http:' && (realm.hostname === base.hostname || isInsecureRegistry(realm.host, this.env));
+    if (realm.protocol === 'http:' && insecureOk) return;
+    throw new SmolError(`${what} failed: ${this.registry} asks for the credentials of user ${this.creds!.username} to be sent to ${realm.origin}${realm.pathname} ${realm.protocol === 'http:' ? 'over plain HTTP' : `over ${realm.protocol}`}; smol sends credentials only over HTTPS, and nothing was sent`, ExitCode.prerequisite, {
+      where: `${realm.origin}${realm.pathname}`,
+      hint: realm.protocol === 'http:'
+        ? `If ${this.registry} and its token service ${realm.host} are on a network you trust, list both in SMOL_INSECURE_REGISTRIES (comma-separated host[:port]) and reach the registry over HTTP; otherwise have the registry name an https:// realm.`
+        : 'Have the registry name an https:// token realm.',
+    });
   }
 
   async getManifest(repo: string, reference: string, accept: string[], what: string): Promise<FetchedManifest> {
