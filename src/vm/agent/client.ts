@@ -16,7 +16,7 @@ import type { ChannelPort, StreamHandler } from './flow.js';
 import { ForwardedStream } from './forward.js';
 import { quiet } from './guest-errors.js';
 import { decodeError, decodeHello, encodeConfigure, encodeExec, encodeGet, encodeHello, encodePut, type ConfigureRequest, type ExecRequest, type Hello } from './payloads.js';
-import { Capability, FrameType, GUEST_STREAM_BIT, HEADER_LENGTH, HELLO_MAGIC, HOST_WINDOW, MAX_PAYLOAD, PROTOCOL_VERSION, PutFlag, ShutdownFlag } from './protocol.js';
+import { Capability, FrameType, GUEST_STREAM_BIT, HEADER_LENGTH, HELLO_MAGIC, HOST_WINDOW, MAX_GUEST_STREAMS, MAX_PAYLOAD, OUTBOUND_BUDGET, PROTOCOL_VERSION, PutFlag, ShutdownFlag } from './protocol.js';
 import { SimpleHandler } from './simple-handler.js';
 
 export interface ConnectOptions {
@@ -55,6 +55,7 @@ export class AgentClient {
   private pingSeq = 0;
   private failure: GuestChannelError | undefined;
   private corked = false;
+  private throttled = false;
   private drainWaiters: Array<() => void> = [];
   private preamble = Buffer.alloc(0);
   private skipped = 0;
@@ -269,7 +270,25 @@ export class AgentClient {
     } catch (err) {
       const why = err instanceof ProtocolError ? err.message : `unexpected error (${(err as Error).message})`;
       this.fail(`${this.label}: malformed frame from the guest: ${why}`, err);
+      return;
     }
+    if (this.socket.writableLength > OUTBOUND_BUDGET) this.throttle();
+  }
+
+  /**
+   * Frames from the guest can make the host answer (PONG, ERROR, WINDOW); a guest that sends them without
+   * reading the answers would grow the host's queue without end. So past OUTBOUND_BUDGET queued bytes the
+   * host stops reading until the guest has taken them: the flood then stalls in the guest's own buffers.
+   * The answers of one chunk at most overshoot the budget. A real agent always reads, so it never waits long.
+   */
+  private throttle(): void {
+    if (this.throttled) return;
+    this.throttled = true;
+    this.socket.pause();
+    this.socket.once('drain', () => {
+      this.throttled = false;
+      if (!this.failure) this.socket.resume();
+    });
   }
 
   private sendHello(): void {
@@ -351,10 +370,12 @@ export class AgentClient {
     this.maxGuestId = local;
     const service = f.payload.toString('utf8');
     const listener = this.listeners.get(service);
-    if (!listener) {
-      this.send(FrameType.error, 0, f.stream, Buffer.concat([Buffer.from([111, 0, 0, 0]), Buffer.from(`no host handler for service ${service}`)]));
-      return;
-    }
+    const shown = service.length > 64 ? `${service.slice(0, 64)}…` : service; // an answer stays small whatever the guest sent
+    if (!listener) return this.refuse(f.stream, `no host handler for service ${shown}`);
+    // Each open stream may hold a window of guest data on the host: their number is what bounds that memory.
+    let open = 0;
+    for (const id of this.streams.keys()) if (id >= GUEST_STREAM_BIT) open++;
+    if (open >= MAX_GUEST_STREAMS) return this.refuse(f.stream, `too many open forwarded streams (limit ${MAX_GUEST_STREAMS}); service ${shown} refused`);
     const s = new ForwardedStream(this.port, f.stream, service);
     this.streams.set(f.stream, s);
     try {
@@ -362,6 +383,11 @@ export class AgentClient {
     } catch {
       s.destroy(); // a throwing handler resets the connection, not the channel
     }
+  }
+
+  /** Refuses a guest CONNECT: ERROR with ECONNREFUSED makes the agent close that guest connection. */
+  private refuse(stream: number, message: string): void {
+    this.send(FrameType.error, 0, stream, Buffer.concat([Buffer.from([111, 0, 0, 0]), Buffer.from(message)]));
   }
 
   private fail(message: string, cause?: unknown): void {

@@ -51,3 +51,10 @@ export const ERR_PROTOCOL = 1000;
 
 /** Credit the host grants per guest->host channel at stream start (announced in HELLO). */
 export const HOST_WINDOW = 1024 * 1024;
+/**
+ * Bytes the host lets queue towards a guest that does not read (replies to its PINGs and CONNECTs, WINDOW
+ * grants) before it stops reading that guest; it reads again once the queue drained.
+ */
+export const OUTBOUND_BUDGET = 4 * 1024 * 1024;
+/** Guest-initiated (CONNECT) streams open at once on one channel; more are refused with ERROR. */
+export const MAX_GUEST_STREAMS = 64;
