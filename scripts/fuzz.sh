@@ -74,7 +74,7 @@ for t in "${c_targets[@]+"${c_targets[@]}"}"; do
   mkdir -p "$work" "$crashes" "test/fuzz/corpus/$t"
   log=$(mktemp)
   rc=0
-  "test/fuzz/c/build/$t" -max_total_time="$per" -timeout=10 -rss_limit_mb=1024 -detect_leaks=0 -print_final_stats=1 \
+  ASAN_OPTIONS=detect_leaks=0 "test/fuzz/c/build/$t" -max_total_time="$per" -timeout=10 -rss_limit_mb=1024 -detect_leaks=0 -print_final_stats=1 \
     -artifact_prefix="$crashes/" "$work" "test/fuzz/corpus/$t" >"$log" 2>&1 || rc=$?
   execs=$(sed -n 's/^stat::number_of_executed_units: *//p' "$log" | tail -1)
   if [ "$rc" -ne 0 ]; then

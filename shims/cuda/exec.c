@@ -101,7 +101,11 @@ static CUresult get_fn(smol_func **out, smol_module *m, const char *name, int ke
     if (f->nparams != 0xffffffffu) {
       f->layout = malloc(got + 8);
       memcpy(f->layout, layout, got);
-      for (unsigned i = 0; i < f->nparams; i++) if (layout[2 * i] + layout[2 * i + 1] > f->argbytes) f->argbytes = layout[2 * i] + layout[2 * i + 1];
+      /* 64-bit sums: a daemon's offset near 4 GiB must not wrap to a small size that cuLaunchKernel trusts. */
+      for (unsigned i = 0; i < f->nparams; i++) {
+        uint64_t end = (uint64_t)layout[2 * i] + layout[2 * i + 1];
+        if (end > f->argbytes) f->argbytes = end > UINT32_MAX ? UINT32_MAX : (unsigned)end;
+      }
     }
   }
   pthread_mutex_unlock(&mu);

@@ -93,13 +93,13 @@ static int queue_locked(uint16_t op, uint16_t flags, const uint64_t *args, int n
   if (g_wlen + total > WBUF_SIZE && flush_locked()) return -1;
   if (total <= WBUF_SIZE) {
     header(g_wbuf + g_wlen, (uint32_t)(alen + bloblen), op, flags, ++g_seq);
-    memcpy(g_wbuf + g_wlen + SMOL_HEADER_SIZE, args, alen);
+    if (alen) memcpy(g_wbuf + g_wlen + SMOL_HEADER_SIZE, args, alen); /* args is NULL for ops without any */
     if (bloblen) memcpy(g_wbuf + g_wlen + SMOL_HEADER_SIZE + alen, blob, bloblen);
     g_wlen += total;
     return 0;
   }
   header(g_wbuf, (uint32_t)(alen + bloblen), op, flags, ++g_seq);
-  memcpy(g_wbuf + SMOL_HEADER_SIZE, args, alen);
+  if (alen) memcpy(g_wbuf + SMOL_HEADER_SIZE, args, alen);
   if (write_all(g_wbuf, SMOL_HEADER_SIZE + alen) || write_all(blob, bloblen)) { broken("write failed"); return -1; }
   return 0;
 }
