@@ -7,7 +7,7 @@
 import { mkdir, open, readFile, rename, rm } from 'node:fs/promises';
 import path from 'node:path';
 import { z } from 'zod';
-import { ArtifactError, NotFoundError, UserError } from '../../errors/index.js';
+import { ArtifactError, NotFoundError, UserError, ValidationError } from '../../errors/index.js';
 import { RegistryClient, parseImageReference, sha256Of, sweepDeadTemps, tempName, type ImageReference } from '../../registry/index.js';
 import { run } from '../../util/exec.js';
 import { BUILDER_VERSION, cached, type ResolvedImage } from './base-cache.js';
@@ -22,6 +22,8 @@ export const MEDIA = {
 } as const;
 const ACCEPT = [MEDIA.ociIndex, MEDIA.dockerList, MEDIA.ociManifest, MEDIA.dockerManifest];
 const PARALLEL_LAYERS = 3;
+/** An image config is read whole into memory; real ones are kilobytes (containerd reads at most 4 MiB). */
+const MAX_CONFIG = 8 << 20;
 const LAYER_TYPES = /^application\/vnd\.(oci\.image\.layer(\.nondistributable)?\.v1\.tar(\+gzip|\+zstd)?|docker\.image\.rootfs\.(foreign\.)?diff\.tar(\.gzip)?)$/;
 
 const platformSchema = z.object({ os: z.string(), architecture: z.string(), variant: z.string().optional() }).loose();
@@ -120,6 +122,7 @@ export async function pullImage(refText: string, assets: string, o: PullOptions 
       if (!LAYER_TYPES.test(l.mediaType)) throw new ArtifactError(`${what}: layer ${l.digest} has media type ${l.mediaType}, which is not an image layer`, { where: refText });
       if (l.urls?.length) throw new UserError(`${what}: layer ${l.digest} is a foreign layer (served from ${l.urls[0]}), which smol does not fetch`, { where: refText });
     }
+    await checkDeclaredSizes(m, refText, o.env);
     if (!(await hasBlob(assets, m.config.digest))) await fetchBlob(m.config.digest, m.config.size);
     const arch = await configPlatform(assets, m.config.digest);
     if (arch && arch !== hostPlatform()) {
@@ -158,6 +161,24 @@ export async function pullImage(refText: string, assets: string, o: PullOptions 
     layers: rec.layers.map((l) => ({ digest: l.digest, size: l.size, cached: cachedLayers.has(l.digest) })),
     fetchedBlobs, fetchedBytes, image,
   };
+}
+
+/**
+ * The sizes a manifest declares bound what is downloaded, so they are checked before anything is: a
+ * compressed layer is no larger than what it unpacks to, which the image budget bounds (layers.ts).
+ */
+async function checkDeclaredSizes(m: { config: { size: number }; layers: { digest: string; size: number }[] }, refText: string, env: NodeJS.ProcessEnv = process.env): Promise<void> {
+  const { unpackBudget } = await import('./layers.js');
+  const max = unpackBudget(env).bytes;
+  const total = m.layers.reduce((n, l) => n + l.size, 0);
+  const problem = m.config.size > MAX_CONFIG ? `its image config of ${m.config.size} bytes is over the ${MAX_CONFIG}-byte limit`
+    : total > max ? `its layers declare ${total} bytes, more than SMOL_IMAGE_MAX_GIB (${max / 2 ** 30} GiB) allows an image`
+      : null;
+  if (problem) {
+    throw new ValidationError(`${refText} is too large: ${problem}; nothing was fetched`, [{ path: refText, message: problem }], {
+      hint: 'Raise SMOL_IMAGE_MAX_GIB (docs/images.md) only for an image you trust.',
+    });
+  }
 }
 
 /** A manifest by tag or digest, checked against the digest when one is expected, kept as a blob. */
