@@ -1,13 +1,21 @@
 /** Reads a Smolfile and maps schema errors back to YAML line numbers so users can find them. */
-import fs from 'node:fs';
 import path from 'node:path';
 import { createRequire } from 'node:module';
 import type { Node } from 'yaml';
 import { NotFoundError, ValidationError, type Issue } from '../errors/index.js';
+import { readCapped, sizeLabel } from '../util/read-capped.js';
+import { yamlToJs } from '../util/yaml-bounded.js';
 import { smolfileSchema, type Smolfile } from './schema.js';
 import { isTomlSmolfile, parseSmolvmToml } from './toml.js';
 
 export interface LoadedSmolfile { file: string; dir: string; spec: Smolfile }
+
+/** A machine's declaration is a page or two; a larger file is a mistake or an attack on the parser (docs/exit-codes.md). */
+export const SMOLFILE_MAX_BYTES = 256 * 1024;
+
+const tooLarge = (file: string, where = file) => new ValidationError(`${file} is larger than ${sizeLabel(SMOLFILE_MAX_BYTES)}`, [], {
+  where, hint: 'A Smolfile declares one machine; keep long scripts in files the machine reads (a volume or its image).',
+});
 
 // yaml takes ~35 ms to load, and most commands (smol run without -s) never read a Smolfile
 const yaml = () => createRequire(import.meta.url)('yaml') as typeof import('yaml');
@@ -32,6 +40,7 @@ function keyNode(root: Node | null, parent: PropertyKey[], key: string): Node | 
 }
 
 export function parseSmolfile(text: string, file = 'Smolfile'): Smolfile {
+  if (Buffer.byteLength(text) > SMOLFILE_MAX_BYTES) throw tooLarge(file);
   const { LineCounter, parseDocument } = yaml();
   const lc = new LineCounter();
   const doc = parseDocument(text, { lineCounter: lc, prettyErrors: false });
@@ -43,7 +52,7 @@ export function parseSmolfile(text: string, file = 'Smolfile'): Smolfile {
     const pos = e.linePos?.[0];
     throw new ValidationError(`${file} is not valid YAML: ${e.message.split('\n')[0]}`, [], { where: pos ? `${file}:${pos.line}` : file });
   }
-  const raw = doc.toJS() ?? {};
+  const raw = yamlToJs(doc, file) ?? {};
   const res = smolfileSchema.safeParse(raw);
   if (res.success) return res.data;
   const issues: Issue[] = [];
@@ -71,13 +80,19 @@ export function parseTomlSmolfile(text: string, file = 'Smolfile.toml'): Smolfil
   });
 }
 
+/** The Smolfile's text, read no further than SMOLFILE_MAX_BYTES (a named /dev/zero or FIFO cannot fill memory). */
+export function readSmolfileText(file: string, hint = 'Pass an existing file with -s, or copy Smolfile.example.'): string {
+  let text: string | null;
+  try {
+    text = readCapped(file, SMOLFILE_MAX_BYTES);
+  } catch {
+    throw new NotFoundError(`Smolfile not found: ${file}`, { hint });
+  }
+  if (text === null) throw tooLarge(file);
+  return text;
+}
+
 export function loadSmolfile(file: string): LoadedSmolfile {
   const abs = path.resolve(file);
-  let text: string;
-  try {
-    text = fs.readFileSync(abs, 'utf8');
-  } catch {
-    throw new NotFoundError(`Smolfile not found: ${file}`, { hint: 'Pass an existing file with -s, or copy Smolfile.example.' });
-  }
-  return { file: abs, dir: path.dirname(abs), spec: parseSmolfile(text, path.basename(abs)) };
+  return { file: abs, dir: path.dirname(abs), spec: parseSmolfile(readSmolfileText(abs), path.basename(abs)) };
 }

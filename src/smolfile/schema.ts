@@ -29,12 +29,15 @@ export const memorySchema = z
 
 export const cpusSchema = z.number().int('cpus must be a whole number').min(1, 'cpus must be at least 1').max(64, 'cpus must be at most 64');
 
+/** A NUL cannot reach the guest (the agent's frames end strings with it): refused here, naming the field, not at boot. */
+export const noNul = (what: string) => z.string().refine((v) => !v.includes('\0'), `${what} cannot contain NUL bytes`);
+
 const envName = /^[A-Za-z_][A-Za-z0-9_]*$/;
 /** env as a map {K: V} or a list ["K=V"]; both become a map. */
 export const envSchema = z
   .union([
-    z.record(z.string().regex(envName, 'environment names are letters, digits and _'), z.union([z.string(), z.number(), z.boolean()]).transform(String)),
-    z.array(z.string().regex(/^[A-Za-z_][A-Za-z0-9_]*=/, 'each entry must look like NAME=value')),
+    z.record(z.string().regex(envName, 'environment names are letters, digits and _'), z.union([z.string(), z.number(), z.boolean()]).transform(String).pipe(noNul('environment values'))),
+    z.array(z.string().regex(/^[A-Za-z_][A-Za-z0-9_]*=/, 'each entry must look like NAME=value').pipe(noNul('environment values'))),
   ])
   .transform((v) => (Array.isArray(v) ? Object.fromEntries(v.map((e) => [e.slice(0, e.indexOf('=')), e.slice(e.indexOf('=') + 1)])) : v));
 
@@ -96,11 +99,11 @@ export const smolfileSchema = z
     /** Egress policy: `allow` lists the only destinations a guest may reach (see docs/network.md). */
     network: networkSchema.default({ allow: [] }),
     env: envSchema.default({}),
-    workdir: z.string().startsWith('/', 'workdir must be an absolute guest path').default('/'),
+    workdir: noNul('workdir').pipe(z.string().startsWith('/', 'workdir must be an absolute guest path')).default('/'),
     /** Shell commands run once, at the machine's first boot. */
-    init: z.array(z.string().min(1)).default([]),
+    init: z.array(noNul('init commands').pipe(z.string().min(1))).default([]),
     /** Command for `smol run` when none is given. */
-    command: z.array(z.string()).optional(),
+    command: z.array(noNul('arguments')).optional(),
     gpu: z.boolean().default(false),
     /** Host directories shared into the guest (virtiofs); see docs/volumes.md. */
     volumes: volumesSchema.default([]),
