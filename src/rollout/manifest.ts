@@ -2,18 +2,33 @@
  * Rollout manifests: a pipeline of stages (GPU via the gateway, CPU as subprocesses) over a set of samples.
  * Strict schema: unknown fields are errors, and every error names its field path and YAML line.
  */
-import ms from 'ms';
 import { isMap, isSeq, LineCounter, parseDocument, type Node } from 'yaml';
 import { z } from 'zod';
 import { ValidationError, type Issue } from '../errors/index.js';
+import { parseDuration } from '../util/duration.js';
+import { sizeLabel } from '../util/read-capped.js';
+import { yamlToJs } from '../util/yaml-bounded.js';
 
-const duration = z.union([z.number().int().positive(), z.string()]).transform((v, ctx) => {
-  const n = typeof v === 'number' ? v : ms(v as ms.StringValue);
-  if (typeof n !== 'number' || !Number.isFinite(n) || n <= 0) {
-    ctx.addIssue({ code: 'custom', message: `not a duration: ${JSON.stringify(v)} (use e.g. 500ms, 30s, 5m or milliseconds)` });
+/**
+ * Limits checked before any work (docs/rollout.md): parsing YAML costs ~1 µs and ~50 bytes of memory per byte,
+ * and each item ~100 µs and ~1.4 KB to submit, so a 50 MB manifest or `count: 10000000` would take minutes and
+ * gigabytes before failing or succeeding. A rollout larger than this is several rollouts.
+ */
+export const MANIFEST_MAX_BYTES = 8 * 1024 * 1024;
+export const MAX_ITEMS = 1_000_000;
+export const TEMPLATE_MAX_BYTES = 1024 * 1024;
+/** What `generate` may expand to: count × the template with {i} replaced. */
+export const GENERATED_MAX_BYTES = 64 * 1024 * 1024;
+
+const noNul = (what: string) => z.string().refine((v) => !v.includes('\0'), `${what} cannot contain NUL bytes`);
+
+const duration = z.union([z.number(), z.string()]).transform((v, ctx) => {
+  const d = parseDuration(v, 'ms');
+  if ('problem' in d) {
+    ctx.addIssue({ code: 'custom', message: d.problem });
     return z.NEVER;
   }
-  return n;
+  return d.ms;
 });
 const name = z.string().regex(/^[a-z0-9][a-z0-9._-]{0,62}$/, 'use 1-63 lowercase letters, digits, ".", "_" or "-"');
 
@@ -55,8 +70,9 @@ const isolation = z.union([
 const cpuStage = z.strictObject({
   ...common,
   kind: z.literal('cpu'),
-  command: z.array(z.string()).min(1),
-  env: z.record(z.string(), z.string()).default({}),
+  command: z.array(noNul('arguments')).min(1),
+  // a NUL or "=" in a name, or a NUL in a value, cannot reach a process's environment as written
+  env: z.record(z.string().regex(/^[^=\0]+$/, 'environment names cannot be empty or contain "=" or NUL'), noNul('environment values')).default({}),
   limits,
   isolation,
 });
@@ -76,8 +92,11 @@ export const manifestSchema = z.strictObject({
     backoff: duration.default(1000),
     deadline: duration.optional(),
   }).prefault({}),
-  samples: z.array(sample).min(1).optional(),
-  generate: z.strictObject({ count: z.number().int().min(1).max(10_000_000), template: z.string().min(1) }).optional(),
+  samples: z.array(sample).min(1).max(MAX_ITEMS, `at most ${MAX_ITEMS} samples per rollout; split it into several rollouts`).optional(),
+  generate: z.strictObject({
+    count: z.number().int().min(1).max(MAX_ITEMS, `at most ${MAX_ITEMS} samples per rollout; split it into several rollouts`),
+    template: z.string().min(1).refine((t) => Buffer.byteLength(t) <= TEMPLATE_MAX_BYTES, `the template must be at most ${sizeLabel(TEMPLATE_MAX_BYTES)}`),
+  }).optional(),
   stages: z.array(stageSchema).min(1),
 }).superRefine((m, ctx) => {
   if (!m.samples === !m.generate) ctx.addIssue({ code: 'custom', path: ['samples'], message: 'give exactly one of "samples" or "generate"' });
@@ -86,12 +105,22 @@ export const manifestSchema = z.strictObject({
     if (seen.has(s.name)) ctx.addIssue({ code: 'custom', path: ['stages', i, 'name'], message: `duplicate stage name "${s.name}"` });
     seen.add(s.name);
   });
+  if (m.generate && generatedBytes(m.generate) > GENERATED_MAX_BYTES) {
+    ctx.addIssue({ code: 'custom', path: ['generate'], message: `count × template would make ${Math.ceil(generatedBytes(m.generate) / 2 ** 20)} MiB of samples; the most is ${sizeLabel(GENERATED_MAX_BYTES)}` });
+  }
   const ids = new Set<string>();
   m.samples?.forEach((s, i) => {
     if (ids.has(s.id)) ctx.addIssue({ code: 'custom', path: ['samples', i, 'id'], message: `duplicate sample id "${s.id}"` });
     ids.add(s.id);
   });
 });
+
+/** An upper bound on the bytes samplesOf would make, computed without making them. */
+function generatedBytes(g: { count: number; template: string }): number {
+  const holes = g.template.split('{i}').length - 1;
+  const digits = String(g.count - 1).length;
+  return g.count * (Buffer.byteLength(g.template) + holes * Math.max(0, digits - 3));
+}
 
 export type Manifest = z.output<typeof manifestSchema>;
 export type Stage = z.output<typeof stageSchema>;
@@ -123,6 +152,7 @@ function nodeAt(root: Node | null, p: PropertyKey[]): Node | null {
 
 /** Parses and validates manifest YAML. Throws ValidationError with one issue per bad field ("stages.1.timeout"). */
 export function parseManifest(text: string, file = 'manifest'): Manifest {
+  if (Buffer.byteLength(text) > MANIFEST_MAX_BYTES) throw tooLarge(file);
   const lc = new LineCounter();
   const doc = parseDocument(text, { lineCounter: lc });
   if (doc.errors.length) {
@@ -130,7 +160,7 @@ export function parseManifest(text: string, file = 'manifest'): Manifest {
     const pos = e.linePos?.[0];
     throw new ValidationError(`${file} is not valid YAML: ${e.message.split('\n')[0]}`, [{ path: pos ? `line ${pos.line}` : '(root)', message: e.message.split('\n')[0] }], { where: file });
   }
-  const res = manifestSchema.safeParse(doc.toJS() ?? {});
+  const res = manifestSchema.safeParse(yamlToJs(doc, file) ?? {});
   if (res.success) return res.data;
   const issues: Issue[] = [];
   for (const i of res.error.issues) {
@@ -143,6 +173,12 @@ export function parseManifest(text: string, file = 'manifest'): Manifest {
     }
   }
   throw new ValidationError(`${file} is invalid`, issues, { where: file, hint: 'Fix the fields listed; examples/rollout/manifest.yaml shows every field.' });
+}
+
+export function tooLarge(file: string): ValidationError {
+  return new ValidationError(`${file} is larger than ${sizeLabel(MANIFEST_MAX_BYTES)}`, [], {
+    where: file, hint: 'Split the samples into several rollouts, or generate them with "generate: {count, template}".',
+  });
 }
 
 /** The samples a manifest describes, in order. */

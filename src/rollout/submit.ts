@@ -1,20 +1,24 @@
 /** `rollout submit`: validate, store the immutable manifest by digest, create the rollout and its first items. */
-import fs from 'node:fs';
 import path from 'node:path';
 import { ConflictError, NotFoundError } from '../errors/index.js';
 import { digestOf, type BlobStore } from '../ledger/blobs.js';
 import type { Ledger } from '../ledger/types.js';
-import { parseManifest, samplesOf } from './manifest.js';
+import { readCapped } from '../util/read-capped.js';
+import { MANIFEST_MAX_BYTES, parseManifest, samplesOf, tooLarge } from './manifest.js';
 import { itemFor } from './pipeline.js';
 
 export interface SubmitResult { rolloutId: string; manifestDigest: string; created: boolean; items: number }
 
+/** The manifest's text; a file past MANIFEST_MAX_BYTES is refused before it is read whole. */
 export function readManifestFile(file: string): string {
+  let text: string | null;
   try {
-    return fs.readFileSync(file, 'utf8');
+    text = readCapped(file, MANIFEST_MAX_BYTES);
   } catch {
     throw new NotFoundError(`manifest not found: ${file}`, { hint: 'Pass the path of a rollout manifest (see examples/rollout/manifest.yaml).' });
   }
+  if (text === null) throw tooLarge(file);
+  return text;
 }
 
 /** Idempotent: resubmitting the same manifest returns the existing rollout and changes nothing. */

@@ -6,7 +6,7 @@ import { ValidationError } from '../../../src/errors/index.js';
 import { BlobStore } from '../../../src/ledger/blobs.js';
 import { SqliteLedger } from '../../../src/ledger/sqlite.js';
 import { parseManifest, samplesOf, stageIsolation, type CpuStage } from '../../../src/rollout/manifest.js';
-import { submitRollout } from '../../../src/rollout/submit.js';
+import { readManifestFile, submitRollout } from '../../../src/rollout/submit.js';
 import { ConflictError } from '../../../src/errors/index.js';
 
 const example = fs.readFileSync(path.join(import.meta.dirname, '../../../examples/rollout/manifest.yaml'), 'utf8');
@@ -78,5 +78,75 @@ describe('rollout manifest', () => {
     expect(items[0]).toMatchObject({ stage: 'generate', kind: 'gpu', envVersion: 'demo-env-1', idempotencyKey: 'demo/s00/generate', maxAttempts: 3 });
     expect(blobs.getText(items[0].inputRef)).toBe('Solve task 0: move the block to the goal.');
     await ledger.close();
+  });
+
+  describe('hostile manifests (issue 31)', () => {
+    // the documented limits (docs/rollout.md), spelled out so a change to them is a change to this test
+    const MAX_DURATION_MS = 24 * 24 * 3600 * 1000;
+    const MANIFEST_MAX_BYTES = 8 * 1024 * 1024;
+    const base = 'apiVersion: smol/v1\nkind: Rollout\nname: x\nenvironment: { version: e }\n';
+    const stages = 'stages: [{ name: a, kind: cpu, command: [x] }]\n';
+    const failure = (text: string): ValidationError => {
+      try {
+        parseManifest(text, 'm.yaml');
+      } catch (err) {
+        expect(err).toBeInstanceOf(ValidationError);
+        return err as ValidationError;
+      }
+      throw new Error('expected a ValidationError');
+    };
+
+    it('refuses a YAML alias bomb as invalid input naming the file, without expanding it', () => {
+      const levels = ['x0: &a0 [lol, lol, lol, lol, lol, lol, lol, lol, lol]'];
+      for (let i = 1; i < 9; i++) levels.push(`x${i}: &a${i} [${Array(9).fill(`*a${i - 1}`).join(', ')}]`);
+      const e = failure(`${base}${stages}samples: [{ id: s, text: t }]\n${levels.join('\n')}\n`);
+      expect(e.exitCode).toBe(65);
+      expect(e.where).toBe('m.yaml');
+      expect(e.message).toMatch(/aliases/);
+    });
+
+    it('still resolves ordinary aliases', () => {
+      const m = parseManifest(`${base}defaults: { timeout: &t 5s, backoff: *t }\nsamples: [{ id: s, text: t }]\n${stages}`);
+      expect(m.defaults).toMatchObject({ timeout: 5000, backoff: 5000 });
+    });
+
+    it('refuses durations past the documented maximum, naming the field', () => {
+      const tooLong = failure(`${base}defaults: { timeout: 99999999999999999999h }\nsamples: [{ id: s, text: t }]\n${stages}`);
+      expect(tooLong.issues).toEqual([{ path: 'defaults.timeout (line 5)', message: expect.stringMatching(/at most 24d/) }]);
+      const stage = failure(`${base}samples: [{ id: s, text: t }]\nstages: [{ name: a, kind: cpu, command: [x], backoff: ${MAX_DURATION_MS + 1} }]\n`);
+      expect(stage.issues[0].path).toMatch(/^stages\.0\.backoff/);
+      expect(parseManifest(`${base}defaults: { deadline: 24d }\nsamples: [{ id: s, text: t }]\n${stages}`).defaults.deadline).toBe(MAX_DURATION_MS);
+    });
+
+    it('refuses NUL bytes in a stage\'s environment and arguments, naming the field', () => {
+      const env = failure(`${base}samples: [{ id: s, text: t }]\nstages: [{ name: a, kind: cpu, command: [x], env: { A: "x\\0y" } }]\n`);
+      expect(env.issues).toEqual([{ path: expect.stringMatching(/^stages\.0\.env\.A/), message: expect.stringMatching(/NUL/) }]);
+      const name = failure(`${base}samples: [{ id: s, text: t }]\nstages: [{ name: a, kind: cpu, command: [x], env: { "A=B": y } }]\n`);
+      expect(name.issues[0].path).toMatch(/^stages\.0\.env/);
+      const arg = failure(`${base}samples: [{ id: s, text: t }]\nstages: [{ name: a, kind: cpu, command: ["x\\0y"] }]\n`);
+      expect(arg.issues[0].path).toMatch(/^stages\.0\.command\.0/);
+    });
+
+    it('checks sizes before any work: file, template, count and what generate would expand to', () => {
+      const big = failure(`${base}${stages}samples: [{ id: s, text: t }]\n# ${'x'.repeat(MANIFEST_MAX_BYTES)}\n`);
+      expect(big.message).toMatch(/larger than 8 MiB/);
+      expect(big.where).toBe('m.yaml');
+      const gen = (count: number, template: string) => failure(`${base}${stages}generate: { count: ${count}, template: "${template}" }\n`).issues[0];
+      expect(gen(10_000_000, 't')).toMatchObject({ path: expect.stringMatching(/^generate\.count/), message: expect.stringMatching(/at most 1000000/) });
+      expect(gen(1, 'x'.repeat(1024 * 1024 + 1))).toMatchObject({ path: expect.stringMatching(/^generate\.template/), message: expect.stringMatching(/1 MiB/) });
+      expect(gen(1_000_000, 'x'.repeat(80))).toMatchObject({ path: expect.stringMatching(/^generate/), message: expect.stringMatching(/64 MiB/) });
+      expect(parseManifest(`${base}${stages}generate: { count: 1000000, template: "task {i}" }\n`).generate?.count).toBe(1_000_000);
+    });
+
+    it('reads no more of a manifest file than the limit allows', () => {
+      const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'smol-manifest-'));
+      const huge = path.join(dir, 'huge.yaml');
+      fs.closeSync(fs.openSync(huge, 'w'));
+      fs.truncateSync(huge, 3 * 1024 ** 3); // sparse: 3 GiB of nothing, no disk used
+      expect(() => readManifestFile(huge)).toThrow(expect.objectContaining({ exitCode: 65, where: huge, message: expect.stringMatching(/larger than 8 MiB/) }));
+      expect(() => readManifestFile('/dev/zero')).toThrow(expect.objectContaining({ exitCode: 65 }));
+      expect(() => readManifestFile(path.join(dir, 'missing.yaml'))).toThrow(expect.objectContaining({ exitCode: 66 }));
+      fs.rmSync(dir, { recursive: true });
+    });
   });
 });
