@@ -1,5 +1,5 @@
 /** Flags shared by `smol run` and `smol machine create`, and how they become a machine spec. */
-import ms from 'ms';
+import { parseDuration } from '../util/duration.js';
 import { z } from 'zod';
 import { resolveImageRef } from '../util/image-ref.js';
 import type { Command } from 'commander';
@@ -65,13 +65,14 @@ export const machineFlagsSchema = z.object({
   label: z.array(z.string()).optional(),
 }).passthrough();
 
+/** Bare numbers are seconds; at most 24 days, as everywhere (util/duration.ts). */
 export const durationSchema = z.string().transform((v, ctx) => {
-  const n = /^\d+(\.\d+)?$/.test(v) ? Number(v) * 1000 : (ms as (s: string) => number | undefined)(v);
-  if (n === undefined || !Number.isFinite(n) || n <= 0) {
-    ctx.addIssue({ code: 'custom', message: `"${v}" is not a duration; use seconds or forms like 30s, 5m` });
+  const d = parseDuration(v, 's');
+  if ('problem' in d) {
+    ctx.addIssue({ code: 'custom', message: d.problem });
     return z.NEVER;
   }
-  return n;
+  return d.ms;
 });
 
 /** Parse flags with a schema, naming the flag (--mem) in errors rather than the property. */

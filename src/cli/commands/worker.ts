@@ -1,15 +1,16 @@
 import os from 'node:os';
 import type { Command } from 'commander';
-import ms from 'ms';
 import { z } from 'zod';
 import { createStageRunner, type StageRunner } from '../../rollout/stage-runner.js';
 import { Worker, type WorkerEvent } from '../../rollout/worker.js';
+import { parseDuration } from '../../util/duration.js';
 import { ledgerOption, withLedger } from './ledger/open.js';
 
+// bare numbers stay milliseconds here, as they were; the maximum is everyone's (util/duration.ts)
 const duration = z.string().transform((v, ctx) => {
-  const n = ms(v as ms.StringValue);
-  if (typeof n !== 'number' || !(n > 0)) { ctx.addIssue({ code: 'custom', message: `not a duration: ${v}` }); return z.NEVER; }
-  return n;
+  const d = parseDuration(v, 'ms');
+  if ('problem' in d) { ctx.addIssue({ code: 'custom', message: d.problem }); return z.NEVER; }
+  return d.ms;
 });
 
 export const workerSchema = z.strictObject({
