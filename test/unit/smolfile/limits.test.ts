@@ -2,7 +2,9 @@
 import fs from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
+import { Command } from 'commander';
 import { afterAll, describe, expect, it } from 'vitest';
+import { register as registerConvert } from '../../../src/cli/commands/smolfile/convert.js';
 import { ValidationError } from '../../../src/errors/index.js';
 import { loadSmolfile, parseSmolfile } from '../../../src/smolfile/load.js';
 
@@ -36,6 +38,14 @@ describe('hostile Smolfiles', () => {
     expect(failure(() => loadSmolfile(big))).toMatchObject({ exitCode: 65, where: big, message: expect.stringMatching(/larger than 256 KiB/) });
     expect(failure(() => loadSmolfile('/dev/zero')).exitCode).toBe(65);
     expect(() => loadSmolfile(path.join(dir, 'missing'))).toThrow(expect.objectContaining({ exitCode: 66 }));
+  });
+
+  it('holds `smol smolfile convert` to the same limit', async () => {
+    const big = path.join(dir, 'big.toml');
+    fs.writeFileSync(big, `cpus = 1\n# ${'x'.repeat(256 * 1024)}\n`);
+    const cli = new Command().exitOverride();
+    registerConvert(cli);
+    await expect(cli.parseAsync(['convert', big], { from: 'user' })).rejects.toMatchObject({ exitCode: 65, message: expect.stringMatching(/larger than 256 KiB/) });
   });
 
   it('refuses NUL bytes in env values, commands, init and workdir, naming the field', () => {

@@ -1,7 +1,6 @@
-import fs from 'node:fs';
 import path from 'node:path';
 import type { Command } from 'commander';
-import { NotFoundError, ValidationError } from '../../../errors/index.js';
+import { ValidationError } from '../../../errors/index.js';
 
 /** `smol smolfile convert Smolfile.toml`: the YAML equivalent on stdout; nothing is written. */
 export function register(parent: Command): void {
@@ -14,14 +13,9 @@ Examples:
   $ smol run -s Smolfile.toml -- uname -a             # a TOML Smolfile also loads as it is
 `)
     .action(async (file: string) => {
-      let text: string;
-      try {
-        text = fs.readFileSync(file, 'utf8');
-      } catch {
-        throw new NotFoundError(`Smolfile not found: ${file}`, { hint: 'Pass the path of a smolvm Smolfile (TOML).' });
-      }
-      const [{ isTomlSmolfile, parseSmolvmToml }, { parseTomlSmolfile }, { createRequire }] = await Promise.all([
+      const [{ isTomlSmolfile, parseSmolvmToml }, { parseTomlSmolfile, readSmolfileText }, { createRequire }] = await Promise.all([
         import('../../../smolfile/toml.js'), import('../../../smolfile/load.js'), import('node:module')]);
+      const text = readSmolfileText(file, 'Pass the path of a smolvm Smolfile (TOML).');
       const yaml = createRequire(import.meta.url)('yaml') as typeof import('yaml');
       const name = path.basename(file);
       if (!isTomlSmolfile(name, text, () => yaml.isMap(yaml.parseDocument(text).contents))) {
