@@ -8,7 +8,7 @@ import { ValidationError } from '../errors/index.js';
 import { loadSmolfile } from '../smolfile/load.js';
 import { mergeSpec } from '../smolfile/merge.js';
 import { cpusSchema, memorySchema, type Smolfile, type Volume } from '../smolfile/schema.js';
-import { checkVolumes, flagLabel, parseVolumeFlag } from '../vm/volumes/spec.js';
+import { checkVolumes, flagLabel, parseVolumeFlag, type HostVolume } from '../vm/volumes/spec.js';
 import { allowSchema, portsSchema } from '../smolfile/network.js';
 import { parseLabelFlags } from '../smolfile/labels.js';
 import { secretFlagsSchema } from '../smolfile/secrets.js';
@@ -28,6 +28,7 @@ export function addMachineOptions(cmd: Command): Command {
     .option('--allow <dest[:port]>', 'egress to this host name, address or CIDR only; host:PORT for one host port (repeatable)', collect)
     .option('--gpu', 'forward CUDA/NVML calls to the host GPU daemon')
     .option('-v, --volume <host:guest[:ro]>', 'share a host directory into the guest over virtiofs (repeatable)', collect)
+    .option('--allow-unsafe-volume', 'let the -v flags share what smol refuses: /proc, /sys, /dev, its own home or assets, / read-write (docs/volumes.md)')
     .addOption(new Option('--forkable', 'keep guest memory in a file so the machine can be forked').hideHelp(false))
     .option('--label <K=V>', 'label the machine (repeatable); find it with smol machine ls --filter label=K=V', collect)
     .option('--secret-env <NAME>', 'pass host environment variable NAME to the guest command, never stored (repeatable)', collect)
@@ -62,8 +63,16 @@ export const machineFlagsSchema = z.object({
   gpu: z.boolean().optional(),
   forkable: z.boolean().optional(),
   volume: z.array(z.string()).optional(),
+  allowUnsafeVolume: z.boolean().optional(),
   label: z.array(z.string()).optional(),
 }).passthrough();
+
+/**
+ * The -v flags as volumes; --allow-unsafe-volume marks them (and only them: a Smolfile's volumes never) as
+ * exempt from the host-path policy, in the spec, so the machine's later starts honour it too.
+ */
+export const volumesFromFlags = (f: { volume?: string[]; allowUnsafeVolume?: boolean }): HostVolume[] =>
+  (f.volume ?? []).map((v) => ({ ...parseVolumeFlag(v), ...(f.allowUnsafeVolume ? { unsafe: true } : {}) }));
 
 /** Bare numbers are seconds; at most 24 days, as everywhere (util/duration.ts). */
 export const durationSchema = z.string().transform((v, ctx) => {
@@ -89,7 +98,7 @@ export function specFromFlags(opts: unknown): Smolfile {
   const f = parseFlags(machineFlagsSchema, opts);
   const base = f.smolfile ? loadSmolfile(f.smolfile) : undefined;
   const env = envFromList(f.env);
-  const volumes = (f.volume ?? []).map((v) => parseVolumeFlag(v));
+  const volumes = volumesFromFlags(f);
   const spec = mergeSpec(base?.spec, base?.dir, {
     image: f.image === undefined || f.image === 'default' ? f.image : pathOf(f.image),
     cpus: f.cpus, memory: f.mem, net: f.net, ports: f.publish, allow: f.allow, gpu: f.gpu, forkable: f.forkable, env, workdir: f.workdir, volumes,

@@ -69,10 +69,10 @@ export function createQemuEngine(home: string, o: QemuEngineOptions = {}): Engin
       const volumes = volumesOf(spec);
       if (volumes.length) {
         // the directories may have gone since create: say so before starting anything
-        checkVolumes(volumes);
+        checkVolumes(volumes, undefined, { home, assets });
         lo.onProgress?.('starting virtiofsd');
       }
-      const fsStart = volumes.length ? startVirtiofsd(layout, volumes, path.basename(layout.dir)) : undefined;
+      const fsStart = volumes.length ? startVirtiofsd(layout, volumes, { home, assets }, path.basename(layout.dir)) : undefined;
       // a device plugged in later (plugVolumes) needs the socket only then: the daemon starts beside QEMU
       if (fsStart && lo.fsHotplug) {
         fsStart.catch(() => undefined);

@@ -6,6 +6,22 @@ import fs from 'node:fs';
 import path from 'node:path';
 import { NotFoundError, ValidationError, type Issue } from '../../errors/index.js';
 import { guestPathProblem, normalizeGuestPath, type Volume } from '../../smolfile/schema.js';
+import { assetsHome, smolHome } from '../../util/paths.js';
+import { hostPathProblem, type SmolDirs } from './host-policy.js';
+
+/**
+ * A volume as a machine's spec holds it. `unsafe`: the user passed --allow-unsafe-volume with it, so the
+ * host-path policy (host-policy.ts) does not apply. Only a flag or an API caller sets it: a Smolfile's
+ * schema has no such key, so a Smolfile someone else wrote cannot grant it to itself.
+ */
+export type HostVolume = Volume & { unsafe?: boolean };
+
+export const UNSAFE_VOLUME_FLAG = '--allow-unsafe-volume';
+const unsafeHint = `Share a directory of your own that holds none of these instead. If you really mean it, add ${UNSAFE_VOLUME_FLAG} `
+  + '(docs/volumes.md#host-paths-smol-refuses).';
+
+/** smol's own directories for this process (an engine passes its own home). */
+export const smolDirs = (): SmolDirs => ({ home: smolHome(), assets: assetsHome() });
 
 /**
  * `HOST:GUEST`, `HOST:GUEST:ro` or `HOST:GUEST:rw` (Docker's form). The guest path holds no colon, so a host
@@ -36,9 +52,10 @@ export const flagLabel = (vs: readonly Volume[]): VolumeLabel => (i) => `-v ${vs
 
 /**
  * Everything a volume list must satisfy before a machine is made or started: guest paths valid and distinct,
- * host paths existing directories. Missing host paths are NotFoundError (66); the rest ValidationError (65).
+ * host paths existing directories that smol may share. Missing host paths are NotFoundError (66); the rest,
+ * refused host paths included, ValidationError (65).
  */
-export function checkVolumes(vs: readonly Volume[], label: VolumeLabel = flagLabel(vs)): void {
+export function checkVolumes(vs: readonly HostVolume[], label: VolumeLabel = flagLabel(vs), dirs: SmolDirs = smolDirs()): void {
   const issues: Issue[] = [];
   const seen = new Map<string, number>();
   vs.forEach((v, i) => {
@@ -62,7 +79,24 @@ export function checkVolumes(vs: readonly Volume[], label: VolumeLabel = flagLab
       throw new ValidationError('invalid volume', [{ path: label(i), message: `host path ${v.host} is not a directory (a volume shares a directory; mount its parent instead)` }]);
     }
   });
+  const refused = vs.flatMap((v, i) => {
+    const why = hostVolumeProblem(v, dirs);
+    return why ? [{ path: label(i), message: why }] : [];
+  });
+  if (refused.length) throw new ValidationError('refused volume: smol does not share this host path', refused, { hint: unsafeHint });
 }
 
+/** Why this (existing) volume's host directory must not be shared, or null; its real path is what counts. */
+export function hostVolumeProblem(v: HostVolume, dirs: SmolDirs): string | null {
+  if (v.unsafe) return null;
+  const real = fs.realpathSync(v.host);
+  const why = hostPathProblem(real, v.readonly, dirs);
+  return why && `host path ${v.host}${real === v.host ? '' : ` (really ${real})`} is refused: ${why}`;
+}
+
+/** The same refusal for a volume found unsafe only as virtiofsd starts (a symlink changed since the check). */
+export const refusedVolume = (v: HostVolume, why: string) =>
+  new ValidationError('refused volume: smol does not share this host path', [{ path: flagLabel([v])(0), message: why }], { hint: unsafeHint });
+
 /** The machine's volumes, for records made before volumes existed. */
-export const volumesOf = (spec: { volumes?: Volume[] }): Volume[] => spec.volumes ?? [];
+export const volumesOf = (spec: { volumes?: Volume[] }): HostVolume[] => spec.volumes ?? [];

@@ -14,6 +14,8 @@ import fs from 'node:fs';
 import path from 'node:path';
 import { BootError, PrerequisiteError } from '../../errors/index.js';
 import type { Volume } from '../../smolfile/schema.js';
+import { idOf, type SmolDirs } from './host-policy.js';
+import { hostVolumeProblem, refusedVolume, type HostVolume } from './spec.js';
 import { spawnDaemon } from '../../util/exec.js';
 import { buildPaths } from '../../util/paths.js';
 import type { MachineLayout } from '../layout.js';
@@ -58,34 +60,41 @@ $b mount --bind "$stage" "$stage"
 i=0
 while [ "$i" -lt "$n" ]; do
   $b mount --bind "$1" "$stage/$i"
+  # the directory smol checked, not one a symlink swapped in since (volumes/host-policy.ts)
+  [ "$($b stat -c %d:%i "$stage/$i")" = "$3" ] || { echo "volume $1 changed while it was being shared" >&2; exit 1; }
   # the guest's kernel opens its own device for a device node in a share, never virtiofsd; nodev keeps that so
   o=remount,bind,nosuid,nodev; [ "$2" = ro ] && o=$o,ro
   $b mount -o "$o" "$stage/$i"
-  shift 2; i=$((i+1))
+  shift 3; i=$((i+1))
 done
 $b mount -o remount,bind,ro,nosuid,nodev "$stage"
 exec "$@"
 `;
 
 /** Start virtiofsd for these volumes; resolves once its socket accepts QEMU. */
-export async function startVirtiofsd(layout: Pick<MachineLayout, 'dir' | 'runDir'>, volumes: readonly Volume[], name?: string): Promise<SharedFs> {
+export async function startVirtiofsd(layout: Pick<MachineLayout, 'dir' | 'runDir'>, volumes: readonly HostVolume[], dirs: SmolDirs, name?: string): Promise<SharedFs> {
   if (!fs.existsSync(VIRTIOFSD)) {
     throw new PrerequisiteError(`volumes need virtiofsd, and ${VIRTIOFSD} does not exist`, { where: name, hint: 'Install it: sudo apt-get install qemu-system-common (or run `npm run setup`); `smol doctor` checks it.' });
   }
   if (!fs.existsSync(FSGUARD)) {
     throw new PrerequisiteError(`volumes need smol-fsguard, and ${FSGUARD} does not exist`, { where: name, hint: 'Build it: npm run build (it needs gcc).' });
   }
+  const triples: string[] = [];
+  for (const v of volumes) {
+    // a symlinked host path is shared as the directory it names, checked again here where it is resolved
+    // for the mount, and its identity taken before the check: the mount must land on that very directory
+    const real = fs.realpathSync(v.host);
+    const id = idOf(real);
+    const why = hostVolumeProblem({ ...v, host: real }, dirs);
+    if (why) throw refusedVolume(v, why);
+    triples.push(real, v.readonly ? 'ro' : 'rw', id ?? 'none');
+  }
   const f = virtiofsdFiles(layout);
   await stopVirtiofsd(layout);
   fs.mkdirSync(layout.runDir, { recursive: true });
   fs.rmSync(f.socket, { force: true });
   fs.mkdirSync(f.stage, { recursive: true });
-  const pairs: string[] = [];
-  volumes.forEach((v, i) => {
-    fs.mkdirSync(path.join(f.stage, String(i)), { recursive: true });
-    // a symlinked host path is shared as the directory it names
-    pairs.push(fs.realpathSync(v.host), v.readonly ? 'ro' : 'rw');
-  });
+  volumes.forEach((_, i) => fs.mkdirSync(path.join(f.stage, String(i)), { recursive: true }));
   // modcaps and no_xattr are a second wall behind the filter: no CAP_MKNOD at all, no security.capability
   // xattr (file capabilities); each is 7.2's default or harmless to what a share holds
   const daemon = [FSGUARD, VIRTIOFSD, `--socket-path=${f.socket}`, '-o', `source=${f.stage}`, '-o', 'sandbox=namespace', '-o', 'cache=auto',
@@ -95,7 +104,7 @@ export async function startVirtiofsd(layout: Pick<MachineLayout, 'dir' | 'runDir
   fs.writeFileSync(f.log, '');
   let pid: number;
   try {
-    pid = spawnDaemon('unshare', [...unshare, '--', '/bin/sh', '-c', STAGE_SCRIPT, 'smol-volumes', f.stage, String(volumes.length), ...pairs, ...daemon], { outFile: f.log });
+    pid = spawnDaemon('unshare', [...unshare, '--', '/bin/sh', '-c', STAGE_SCRIPT, 'smol-volumes', f.stage, String(volumes.length), ...triples, ...daemon], { outFile: f.log });
   } catch (err) {
     if (!(err instanceof PrerequisiteError)) throw err; // the log file could not be opened: say that, as it is
     throw new BootError(`boot failed: virtiofsd did not start${name ? ` for machine "${name}"` : ''}: unshare could not be run`, { where: name, hint: 'Install util-linux (or run `npm run setup`).' });

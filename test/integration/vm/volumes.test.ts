@@ -143,8 +143,16 @@ describe('volumes over virtiofs (real QEMU and virtiofsd)', () => {
     ['a volume on /', ['-v', 'SHARE:/'], 65, /cannot be mounted on \//],
     ['a host path that is a file', ['-v', 'FILE:/w'], 65, /is not a directory/],
     ['volumes on a forkable machine', ['-v', 'SHARE:/w', '--forkable'], 64, /volumes cannot be forkable/],
+    // host paths smol will not share (volumes/host-policy.ts): what, why, and the way out
+    ['/proc', ['-v', '/proc:/p'], 65, /-v \/proc:\/p: host path \/proc is refused: it is \/proc, the host kernel's .*core_pattern.*\n.*--allow-unsafe-volume/s],
+    ['a symlink to /sys', ['-v', 'TOSYS:/s:ro'], 65, /\(really \/sys\) is refused/],
+    ['smol\'s own home, even read-only', ['-v', 'HOME/machines:/m:ro'], 65, /is inside smol's home \(SMOL_HOME\).*read every machine's disk/],
+    ['/ read-write', ['-v', '/:/host'], 65, /the host's root directory, read-write/],
   ])('refuses %s with a clear error and creates nothing', async (_what, flags, code, msg) => {
-    const sub = (a: string) => a.replace('SHARE', share).replace('RO', ro).replace('FILE', path.join(share, 'hello.txt'));
+    const sub = (a: string) => a.replace('SHARE', share).replace('RO', ro).replace('FILE', path.join(share, 'hello.txt'))
+      .replace('TOSYS', path.join(data, 'to-sys')).replace('HOME', home);
+    if (!fs.existsSync(path.join(data, 'to-sys'))) fs.symlinkSync('/sys', path.join(data, 'to-sys'));
+    fs.mkdirSync(path.join(home, 'machines'), { recursive: true });
     for (const cmd of [['run', ...flags.map(sub), '--', 'true'], ['machine', 'create', 'bad', ...flags.map(sub)]]) {
       const r = await smol(cmd, { home });
       expect(r.code, r.stderr).toBe(code);
@@ -153,6 +161,23 @@ describe('volumes over virtiofs (real QEMU and virtiofsd)', () => {
     expect(json((await smol(['machine', 'ls', '--json'], { home })).stdout)).toEqual([]);
     expect(machines()).toEqual([]);
     expect(virtiofsdOfHome()).toEqual([]);
+  });
+
+  it('checks again at start: a host path a guest turned into a symlink to /proc since create is refused, nothing boots', async () => {
+    // what a guest with a read-write share of the parent could leave behind for the next start
+    const target = path.join(data, 'later');
+    fs.mkdirSync(path.join(data, 'real-later'));
+    fs.symlinkSync(path.join(data, 'real-later'), target);
+    expect((await smol(['machine', 'create', 'sw', '-v', `${target}:/l`], { home })).code).toBe(0);
+    fs.unlinkSync(target);
+    fs.symlinkSync('/proc', target);
+    const r = await smol(['machine', 'start', 'sw'], { home });
+    expect(r.code, r.stderr).toBe(65);
+    expect(r.stderr).toMatch(/host path .*later \(really \/proc\) is refused/);
+    expect(json((await smol(['machine', 'status', 'sw', '--json'], { home })).stdout).state).toBe('stopped');
+    expect(qemuProcessesMentioning(home)).toEqual([]);
+    expect(virtiofsdOfHome()).toEqual([]);
+    expect((await smol(['machine', 'rm', '-f', 'sw'], { home })).code).toBe(0);
   });
 
   it('without virtiofsd: exit 69 naming the fix, nothing left behind; doctor warns', async () => {
@@ -170,13 +195,18 @@ describe('volumes over virtiofs (real QEMU and virtiofsd)', () => {
     fs.mkdirSync(path.join(proj, 'src'), { recursive: true });
     fs.writeFileSync(path.join(proj, 'src', 'main.txt'), 'v1\n');
     fs.writeFileSync(path.join(proj, 'Smolfile'), 'volumes:\n  - host: ./src\n    guest: /work\n  - host: ../ro\n    guest: /opt/ro\n    readonly: true\n');
-    const created = await smol(['machine', 'create', 'pv', '-s', path.join(proj, 'Smolfile'), '--json'], { home });
+    // a directory in smol's home, shared only because the user says so; the machine keeps that across starts
+    const inHome = path.join(home, 'granted');
+    fs.mkdirSync(inHome);
+    fs.writeFileSync(path.join(inHome, 'g.txt'), 'granted\n');
+    const created = await smol(['machine', 'create', 'pv', '-s', path.join(proj, 'Smolfile'), '-v', `${inHome}:/g:ro`, '--allow-unsafe-volume', '--json'], { home });
     expect(created.code, created.stderr).toBe(0);
     const status = json((await smol(['machine', 'status', 'pv', '--json'], { home })).stdout);
-    expect(status.volumes).toEqual([{ host: path.join(proj, 'src'), guest: '/work', readonly: false }, { host: ro, guest: '/opt/ro', readonly: true }]);
+    expect(status.volumes).toEqual([{ host: path.join(proj, 'src'), guest: '/work', readonly: false }, { host: ro, guest: '/opt/ro', readonly: true },
+      { host: inHome, guest: '/g', readonly: true, unsafe: true }]);
     const text = (await smol(['machine', 'status', 'pv'], { home })).stdout;
     expect(text).toMatch(/^volumes +/m);
-    expect(text).toContain(` ${path.join(proj, 'src')}:/work ${ro}:/opt/ro:ro\n`);
+    expect(text).toContain(` ${path.join(proj, 'src')}:/work ${ro}:/opt/ro:ro ${inHome}:/g:ro\n`);
     expect(text).not.toContain('[object Object]');
     const id = status.id as string;
     expect((await smol(['machine', 'start', 'pv'], { home })).code).toBe(0);
@@ -189,8 +219,8 @@ describe('volumes over virtiofs (real QEMU and virtiofsd)', () => {
     expect(virtiofsdOf(id)).toEqual([]);
     fs.writeFileSync(path.join(proj, 'src', 'while-stopped.txt'), 'host wrote this while it was stopped\n');
     expect((await smol(['machine', 'start', 'pv'], { home })).code).toBe(0);
-    r = await smol(['machine', 'exec', 'pv', '--', 'sh', '-c', 'cat /work/main.txt /work/while-stopped.txt'], { home });
-    expect(r.stdout).toBe('v1\nv2\nhost wrote this while it was stopped\n');
+    r = await smol(['machine', 'exec', 'pv', '--', 'sh', '-c', 'cat /work/main.txt /work/while-stopped.txt /g/g.txt'], { home });
+    expect(r.stdout).toBe('v1\nv2\nhost wrote this while it was stopped\ngranted\n');
     // kill -9 its QEMU: virtiofsd must not outlive it, and ls reports the crash
     const pid = json((await smol(['machine', 'status', 'pv', '--json'], { home })).stdout).pid as number;
     process.kill(pid, 'SIGKILL');

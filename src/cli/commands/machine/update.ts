@@ -6,9 +6,8 @@ import { allowSchema, portsSchema } from '../../../smolfile/network.js';
 import { cpusSchema, memorySchema } from '../../../smolfile/schema.js';
 import { secretFlagsSchema } from '../../../smolfile/secrets.js';
 import { updateMachine, type SpecPatch } from '../../../vm/update.js';
-import { parseVolumeFlag } from '../../../vm/volumes/spec.js';
 import { machineService } from '../../context.js';
-import { envFromList, envListSchema, parseFlags } from '../../machine-options.js';
+import { envFromList, envListSchema, parseFlags, volumesFromFlags } from '../../machine-options.js';
 import { printJson } from '../../output.js';
 import { machineView } from './view.js';
 
@@ -27,6 +26,7 @@ const updateSchema = z.object({
   publish: list(portsSchema),
   allow: list(z.array(allowSchema)),
   volume: list(z.array(z.string())),
+  allowUnsafeVolume: z.boolean().optional(),
   label: z.array(z.string()).optional(),
   unlabel: z.array(z.string()).optional(),
   secrets: z.boolean().optional(),
@@ -54,6 +54,7 @@ export function register(parent: Command): void {
     .option('-p, --publish <[ip:]hport:gport[/proto]>', 'published ports; replace the current ones (repeatable)', collect).option('--no-publish', 'publish no ports')
     .option('--allow <dest[:port]>', 'egress allow list; replaces the current one (repeatable)', collect).option('--no-allow', 'clear the allow list')
     .option('-v, --volume <host:guest[:ro]>', 'volumes; replace the current ones (repeatable)', collect).option('--no-volume', 'remove every volume')
+    .option('--allow-unsafe-volume', 'let the -v flags share what smol refuses (as in create)')
     .option('--secret-env <NAME>', 'declared env secrets (names); replace the current ones (repeatable)', collect)
     .option('--secret-file <NAME=PATH>', 'declared secret files; replace the current ones (repeatable)', collect)
     .option('--no-secrets', 'declare no secrets')
@@ -67,7 +68,7 @@ export function register(parent: Command): void {
       const decl = parseFlags(secretFlagsSchema(process.cwd()), opts);
       const patch: SpecPatch = {
         cpus: f.cpus, memory: f.mem, net: f.net, gpu: f.gpu, forkable: f.forkable, workdir: f.workdir,
-        env: f.env && (envFromList(f.env) ?? {}), ports: f.publish, allow: f.allow, volumes: f.volume?.map((v) => parseVolumeFlag(v)),
+        env: f.env && (envFromList(f.env) ?? {}), ports: f.publish, allow: f.allow, volumes: f.volume && volumesFromFlags({ volume: f.volume, allowUnsafeVolume: f.allowUnsafeVolume }),
         secrets: f.secrets === false ? { env: [], files: {} } : {
           ...(opts.secretEnv !== undefined ? { env: decl.env } : {}), ...(opts.secretFile !== undefined ? { files: decl.files } : {}),
         } as SpecPatch['secrets'],

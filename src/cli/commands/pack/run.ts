@@ -6,15 +6,15 @@ import { runEphemeral } from '../../../vm/run.js';
 import { mergeSpec } from '../../../smolfile/merge.js';
 import { machineService, progress } from '../../context.js';
 import { terminalIo } from '../../exec-io.js';
-import { addMachineOptionsNamed, addTerminalOptions, envFromList, machineFlagsSchema, parseFlags, secretsFromFlags, terminalFlags, volumeLabels } from '../../machine-options.js';
-import { checkVolumes, parseVolumeFlag } from '../../../vm/volumes/spec.js';
+import { addMachineOptionsNamed, addTerminalOptions, envFromList, machineFlagsSchema, parseFlags, secretsFromFlags, terminalFlags, volumeLabels, volumesFromFlags } from '../../machine-options.js';
+import { checkVolumes } from '../../../vm/volumes/spec.js';
 import { inspectArtifact } from '../../../artifact/index.js';
 import fs from 'node:fs';
 
 const packRunSchema = machineFlagsSchema.extend({ ...terminalFlags });
 
 /** What `smol run` takes, minus what an artifact fixes itself (its image; --forkable, -s and --gpu are run's). */
-const RUN_FLAGS = ['--cpus', '--mem', '--env', '--workdir', '--net', '--publish', '--allow', '--volume', '--secret-env', '--secret-file'] as const;
+const RUN_FLAGS = ['--cpus', '--mem', '--env', '--workdir', '--net', '--publish', '--allow', '--volume', '--allow-unsafe-volume', '--secret-env', '--secret-file'] as const;
 
 const examples = `
 Examples:
@@ -44,7 +44,7 @@ export function register(parent: Command): void {
       const abs = path.resolve(file);
       if (!fs.existsSync(abs)) throw new NotFoundError(`no such artifact: ${file}`);
       const { manifest } = await inspectArtifact(abs);
-      const volumes = (o.volume ?? []).map((v) => parseVolumeFlag(v));
+      const volumes = volumesFromFlags(o);
       const spec = mergeSpec(undefined, undefined, {
         image: abs, cpus: o.cpus ?? manifest.resources.cpus, memory: o.mem ?? manifest.resources.memoryMiB,
         env: { ...manifest.env, ...envFromList(o.env) }, workdir: o.workdir ?? manifest.workdir, command: manifest.entrypoint,
