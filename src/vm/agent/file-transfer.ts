@@ -1,5 +1,6 @@
 /** PUT and GET streams: host<->guest file copies under flow control. */
 import type { Readable, Writable } from 'node:stream';
+import { GuestChannelError } from '../../errors/index.js';
 import type { Frame } from './codec.js';
 import { ProtocolError } from './codec.js';
 import { destroySafely, InboundReadable, OutboundWriter, outboundWritable, type ChannelPort, type StreamHandler } from './flow.js';
@@ -75,6 +76,9 @@ export class GetHandler implements StreamHandler {
   private settle!: { resolve(f: GuestFile): void; reject(e: Error): void };
   private gotInfo = false;
   private done = false;
+  /** The size INFO announced, and what came: a guest may not send more, nor end with less (#31.7). */
+  private size = 0;
+  private received = 0;
 
   constructor(
     private readonly port: ChannelPort,
@@ -82,6 +86,8 @@ export class GetHandler implements StreamHandler {
     private readonly path: string,
   ) {
     this.data = new InboundReadable(port, id, Channel.out, () => this.cancel());
+    // so a failure reaches a reader that attaches after it (destroySafely drops errors nobody listens to)
+    this.data.on('error', () => undefined);
     this.info = quiet(new Promise((resolve, reject) => (this.settle = { resolve, reject })));
   }
 
@@ -91,16 +97,21 @@ export class GetHandler implements StreamHandler {
         if (this.gotInfo) throw new ProtocolError(`stream ${this.id}: second INFO`);
         this.gotInfo = true;
         const { size, mode } = decodeInfo(f.payload);
+        this.size = size;
         this.settle.resolve({ size, mode, stream: this.data });
         return false;
       }
       case FrameType.data:
-        if (!this.gotInfo || f.flags !== Channel.out || !this.data.deliver(f.payload)) {
-          throw new ProtocolError(`stream ${this.id}: unexpected or over-window file data`);
-        }
+        if (!this.gotInfo || f.flags !== Channel.out) throw new ProtocolError(`stream ${this.id}: unexpected file data`);
+        // a symlink to /dev/zero announces 0 bytes and never ends: cut off at the first byte too many
+        if (this.received + f.payload.length > this.size) return this.refuse(`sent more than the ${this.size} bytes it announced`);
+        this.received += f.payload.length;
+        if (!this.data.deliver(f.payload)) throw new ProtocolError(`stream ${this.id}: over-window file data`);
         return false;
       case FrameType.eof:
-        if (!this.gotInfo || f.flags !== Channel.out || !this.data.finish()) throw new ProtocolError(`stream ${this.id}: bad EOF`);
+        if (!this.gotInfo || f.flags !== Channel.out) throw new ProtocolError(`stream ${this.id}: bad EOF`);
+        if (this.received < this.size) return this.refuse(`ended after ${this.received} of the ${this.size} bytes it announced`);
+        if (!this.data.finish()) throw new ProtocolError(`stream ${this.id}: bad EOF`);
         return false;
       case FrameType.done:
         if (!this.data.finished) throw new ProtocolError(`stream ${this.id}: DONE before EOF`);
@@ -121,6 +132,16 @@ export class GetHandler implements StreamHandler {
     this.done = true;
     this.settle.reject(err);
     if (!this.data.finished) destroySafely(this.data, err);
+  }
+
+  /** The guest broke its own INFO: it is told to stop, and the reader gets the error. Ends the stream. */
+  private refuse(what: string): true {
+    this.port.send(FrameType.error, 0, this.id, encodeError(0, 'refused by the host'));
+    this.port.forget(this.id);
+    this.fail(new GuestChannelError(`get ${this.path} failed: the guest ${what}`, {
+      hint: 'The file changed size while it was read, or it is no regular file (a device, a /proc or /sys file); copy such contents with: smol machine exec NAME -- cat PATH > FILE',
+    }));
+    return true;
   }
 
   /** The consumer destroyed the stream before EOF: stop the guest sending. */
