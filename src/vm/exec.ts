@@ -2,12 +2,12 @@
 import fs from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
-import { pipeline } from 'node:stream/promises';
-import { InterruptedError, NotFoundError, UserError, mapFsError } from '../errors/index.js';
+import { InterruptedError, NotFoundError, UserError } from '../errors/index.js';
 import type { ExecHandle, ExecRequest, GuestChannel } from './engine.js';
 import type { MachineService } from './service.js';
 import { attachGpu, type GpuAttachment } from './gpu.js';
-import { copyTreeIn, copyTreeOut, guestIsDir } from './copy-tree.js';
+import { copyTreeIn, copyTreeOut, guestIsDir, type TreeOutOptions } from './copy-tree.js';
+import { copyFileOut } from './copy-file.js';
 import { deliverSecrets, resolveSecrets } from './secrets.js';
 import { mergeSecrets, type SecretDecl } from '../smolfile/secrets.js';
 
@@ -110,7 +110,10 @@ export function parseCopyEnd(arg: string): CopyEnd {
   return { machine: null, path: arg };
 }
 
-export async function copy(svc: MachineService, srcArg: string, dstArg: string, opts: { recursive?: boolean } = {}): Promise<{ bytes: number; direction: 'in' | 'out' }> {
+/** Out of a guest, every bound of TreeOutOptions applies (a single file: size, idle time and the signal). */
+export interface CopyOptions extends TreeOutOptions { recursive?: boolean }
+
+export async function copy(svc: MachineService, srcArg: string, dstArg: string, opts: CopyOptions = {}): Promise<{ bytes: number; direction: 'in' | 'out' }> {
   const src = parseCopyEnd(srcArg);
   const dst = parseCopyEnd(dstArg);
   if (!!src.machine === !!dst.machine) {
@@ -136,19 +139,8 @@ export async function copy(svc: MachineService, srcArg: string, dstArg: string, 
       await ch.putFile(fs.createReadStream(src.path), target, st.mode & 0o7777);
       return { bytes: st.size, direction: 'in' };
     }
-    if (opts.recursive && await guestIsDir(ch, src.path)) return { bytes: await copyTreeOut(ch, src.path, dst.path), direction: 'out' };
-    const { size, mode, stream } = await ch.getFile(src.path);
-    let target = dst.path;
-    if (fs.existsSync(target) && fs.statSync(target).isDirectory()) target = path.join(target, path.posix.basename(src.path));
-    const tmp = `${target}.smol-part-${process.pid}`;
-    try {
-      await pipeline(stream, fs.createWriteStream(tmp, { mode: mode & 0o7777 }));
-      fs.renameSync(tmp, target);
-    } catch (err) {
-      fs.rmSync(tmp, { force: true });
-      throw mapFsError(err, `writing ${target}`);
-    }
-    return { bytes: size, direction: 'out' };
+    if (opts.recursive && await guestIsDir(ch, src.path, opts)) return { bytes: await copyTreeOut(ch, src.path, dst.path, opts), direction: 'out' };
+    return { bytes: await copyFileOut(ch, src.path, dst.path, opts), direction: 'out' };
   } finally {
     ch.close();
     release();
