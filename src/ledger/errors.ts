@@ -15,3 +15,8 @@ export class IntegrityError extends LedgerError {
 export class LedgerVersionError extends LedgerError {
   constructor(message: string, detail: ErrorDetail = {}) { super(message, detail, ExitCode.conflict); }
 }
+
+/** The ledger's file or directory cannot be created or written there (read-only, not a directory, no permission). */
+export class LedgerLocationError extends LedgerError {
+  constructor(message: string, detail: ErrorDetail = {}) { super(message, detail, ExitCode.noSpace); }
+}

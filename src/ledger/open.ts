@@ -1,7 +1,9 @@
 /** Opens the ledger a command or service should use: --ledger PATH|URL, then $SMOL_LEDGER, then $SMOL_HOME/ledger.db. */
+import fs from 'node:fs';
 import path from 'node:path';
 import { smolHome } from '../util/paths.js';
 import { BlobStore } from './blobs.js';
+import { LedgerLocationError } from './errors.js';
 import { SqliteLedger } from './sqlite.js';
 import type { Ledger } from './types.js';
 
@@ -27,6 +29,80 @@ export function resolveLedger(explicit?: string, env: NodeJS.ProcessEnv = proces
 
 export interface OpenLedger { ledger: Ledger; blobs: BlobStore; location: LedgerLocation }
 
+const HINT = 'Point --ledger or $SMOL_LEDGER at a file in a writable directory (or $SMOL_HOME at a writable directory; $SMOL_BLOBS for blobs).';
+
+function why(p: string, err: unknown): string {
+  const code = (err as NodeJS.ErrnoException).code;
+  if (code === 'EROFS') return `${p} is on a read-only filesystem`;
+  if (code === 'EACCES' || code === 'EPERM') return `${p} is not writable (permission denied)`;
+  if (code === 'ENOTDIR') return `${p} is not a directory`;
+  return `${p} cannot be created or written: ${(err as Error).message}`;
+}
+
+/**
+ * Makes `dir` one level at a time and proves it writable, so an unwritable place is one error naming it.
+ * Not mkdirSync({recursive}): under /proc a new directory fails with ENOENT, which Node's recursive mkdir
+ * takes for a missing parent and retries forever.
+ */
+function ensureWritableDir(dir: string, where: string): void {
+  // "a/file/sub" is ENOTDIR, not ENOENT: both mean "not there yet" while looking for the first existing ancestor
+  const exists = (p: string) => {
+    try {
+      return fs.statSync(p, { throwIfNoEntry: false }) !== undefined;
+    } catch (err) {
+      if ((err as NodeJS.ErrnoException).code === 'ENOTDIR') return false;
+      throw err;
+    }
+  };
+  const missing: string[] = [];
+  let d = path.resolve(dir);
+  try {
+    while (!exists(d) && path.dirname(d) !== d) {
+      missing.unshift(d);
+      d = path.dirname(d);
+    }
+    // stat follows symlinks, as mkdir and SQLite will: a link to a directory is a directory
+    if (!fs.statSync(d).isDirectory()) throw Object.assign(new Error('not a directory'), { code: 'ENOTDIR' });
+  } catch (err) {
+    throw fail(d, err, where);
+  }
+  for (const m of missing) {
+    try {
+      fs.mkdirSync(m);
+    } catch (err) {
+      if ((err as NodeJS.ErrnoException).code !== 'EEXIST') throw fail(m, err, where);
+    }
+  }
+  try {
+    fs.accessSync(dir, fs.constants.W_OK | fs.constants.X_OK);
+  } catch (err) {
+    throw fail(path.resolve(dir), err, where);
+  }
+}
+
+const fail = (p: string, err: unknown, where: string) => new LedgerLocationError(`opening the ledger failed: ${why(p, err)}`, { where, hint: HINT, cause: err });
+
+function openSqlite(location: LedgerLocation): Ledger {
+  ensureWritableDir(path.dirname(location.ledger), location.ledger);
+  ensureWritableDir(location.blobs, location.ledger);
+  try {
+    // an existing ledger is written by every command, reads included (WAL): say so before SQLite's "unable to open"
+    if (fs.existsSync(location.ledger)) fs.accessSync(location.ledger, fs.constants.R_OK | fs.constants.W_OK);
+  } catch (err) {
+    throw fail(location.ledger, err, location.ledger);
+  }
+  try {
+    return new SqliteLedger({ path: location.ledger, synchronous: location.sync });
+  } catch (err) {
+    // a ledger file or WAL that is there but read-only, or a directory that stopped being writable meanwhile
+    const code = (err as { code?: unknown }).code;
+    if (typeof code === 'string' && (code.startsWith('SQLITE_CANTOPEN') || code.startsWith('SQLITE_READONLY'))) {
+      throw new LedgerLocationError(`opening the ledger failed: ${location.ledger} cannot be opened for writing (${code})`, { where: location.ledger, hint: HINT, cause: err });
+    }
+    throw err;
+  }
+}
+
 export async function openLedger(explicit?: string, env: NodeJS.ProcessEnv = process.env): Promise<OpenLedger> {
   const location = resolveLedger(explicit, env);
   let ledger: Ledger;
@@ -35,7 +111,7 @@ export async function openLedger(explicit?: string, env: NodeJS.ProcessEnv = pro
     const { PostgresLedger } = await import('./postgres.js');
     ledger = await PostgresLedger.connect({ url: location.ledger });
   } else {
-    ledger = new SqliteLedger({ path: location.ledger, synchronous: location.sync });
+    ledger = openSqlite(location);
   }
   // small blobs as rows need one host (WAL); a PostgreSQL ledger's workers may share the directory across hosts
   return { ledger, blobs: new BlobStore(location.blobs, location.sync === 'full', { inline: location.backend === 'sqlite' }), location };
