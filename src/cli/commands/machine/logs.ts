@@ -7,8 +7,23 @@ import { printJson, printTable } from '../../output.js';
 import { readDenials } from '../../../vm/net/denials.js';
 import { netModeOf } from '../../../smolfile/network.js';
 import { detachedOutputFile, readDetached } from '../../../vm/detach-state.js';
+import { TerminalSafeDecoder, terminalSafe } from '../../../util/terminal-safe.js';
 
-const logsSchema = z.object({ console: z.boolean().optional(), follow: z.boolean().optional(), tail: z.coerce.number().int().min(0).optional(), net: z.boolean().optional(), json: z.boolean().optional() });
+const logsSchema = z.object({
+  console: z.boolean().optional(), follow: z.boolean().optional(), tail: z.coerce.number().int().min(0).optional(), net: z.boolean().optional(),
+  json: z.boolean().optional(), raw: z.boolean().optional(),
+});
+
+/** The last `lines` lines (and the unfinished one after them), as `text.split('\n').slice(-lines - 1)` would keep. */
+function tailOf(data: Buffer, lines: number): Buffer {
+  let start = data.length;
+  for (let k = 0; k <= lines; k++) {
+    const nl = start > 0 ? data.lastIndexOf(0x0a, start - 1) : -1;
+    if (nl < 0) return data;
+    start = nl;
+  }
+  return data.subarray(start + 1);
+}
 
 export function register(parent: Command): void {
   parent.command('logs')
@@ -19,6 +34,7 @@ export function register(parent: Command): void {
     .option('--console', 'for a detached run (smol run -d): the guest console instead of the command\'s output')
     .option('--net', 'connections and names the egress policy refused (time, destination, port, protocol)')
     .option('--json', 'with --net: print as JSON')
+    .option('--raw', 'print the guest\'s bytes as they are, terminal escape sequences included (only for a guest you trust)')
     .action(async (name: string, opts: unknown) => {
       const o = parseFlags(logsSchema, opts);
       const svc = machineService();
@@ -28,7 +44,8 @@ export function register(parent: Command): void {
         const rows = o.tail !== undefined ? all.slice(-o.tail) : all;
         if (o.json) return printJson(rows);
         if (!rows.length) return void process.stdout.write(`no refused connections${netModeOf(rec.spec) === 'egress' ? '' : ` (machine "${rec.name}" has no egress: its guest has no way out to be refused)`}\n`);
-        return printTable(['TIME', 'PROTO', 'DESTINATION', 'PORT'], rows.map((d) => [d.time, d.protocol, d.destination, d.port]));
+        // a refused name is the guest's to choose, bytes and all
+        return printTable(['TIME', 'PROTO', 'DESTINATION', 'PORT'], rows.map((d) => [d.time, d.protocol, terminalSafe(d.destination), d.port]));
       }
       // a detached run's command output is what its user wants to see (as with docker logs); --console for the kernel's
       const detached = !o.console && rec.ephemeral ? readDetached(svc, rec) : null;
@@ -40,11 +57,13 @@ export function register(parent: Command): void {
       };
       // an open descriptor keeps reading after a --rm run's removal unlinks the file
       let fd: number | null = o.follow && fs.existsSync(file) ? fs.openSync(file, 'r') : null;
-      const text = fd !== null ? fs.readFileSync(fd, 'utf8') : fs.existsSync(file) ? fs.readFileSync(file, 'utf8') : '';
-      const lines = text.split('\n');
-      process.stdout.write(o.tail !== undefined ? lines.slice(-o.tail - 1).join('\n') : text);
-      if (!o.follow) return;
-      let pos = Buffer.byteLength(text);
+      const data = fd !== null ? fs.readFileSync(fd) : fs.existsSync(file) ? fs.readFileSync(file) : Buffer.alloc(0);
+      // the guest wrote these bytes: escape sequences in them would act on this terminal (util/terminal-safe.ts)
+      const safe = o.raw ? null : new TerminalSafeDecoder();
+      const print = (buf: Buffer) => process.stdout.write(safe ? safe.write(buf) : buf);
+      print(o.tail !== undefined ? tailOf(data, o.tail) : data);
+      if (!o.follow) return void (safe && process.stdout.write(safe.end()));
+      let pos = data.length;
       const drain = () => {
         if (fd === null && fs.existsSync(file)) fd = fs.openSync(file, 'r');
         if (fd === null) return;
@@ -53,7 +72,7 @@ export function register(parent: Command): void {
         const buf = Buffer.alloc(size - pos);
         fs.readSync(fd, buf, 0, buf.length, pos);
         pos = size;
-        process.stdout.write(buf);
+        print(buf);
       };
       await new Promise<void>((resolve) => {
         const timer = setInterval(() => {
@@ -64,5 +83,6 @@ export function register(parent: Command): void {
         process.once('SIGINT', () => { clearInterval(timer); resolve(); });
       });
       if (fd !== null) fs.closeSync(fd);
+      if (safe) process.stdout.write(safe.end());
     });
 }
