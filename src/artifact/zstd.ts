@@ -59,7 +59,8 @@ export interface DecompressOptions {
   length: number;
   /** The entry's declared decompressed size: output beyond it is a lie (or a bomb) and aborts at once. */
   maxBytes: number;
-  storedHash: Hash;
+  /** Hashes the compressed bytes as they are fed to zstd (what was decompressed is what was hashed). */
+  storedHash?: Hash;
   rawHash: Hash;
   out: ChunkSink;
   what: string;
@@ -72,7 +73,7 @@ export async function decompressRange(o: DecompressOptions): Promise<number> {
   let stderr = '';
   child.stderr?.on('data', (d: Buffer) => { stderr += d.toString(); });
   const tap = new Transform({
-    transform(chunk: Buffer, _enc, cb) { o.storedHash.update(chunk); o.onBytes?.(chunk.length); cb(null, chunk); },
+    transform(chunk: Buffer, _enc, cb) { o.storedHash?.update(chunk); o.onBytes?.(chunk.length); cb(null, chunk); },
   });
   const feed = pipeline(createReadStream(o.file, { start: o.start, end: o.start + o.length - 1, highWaterMark: 1 << 20 }), tap, child.stdin!)
     .catch((err: NodeJS.ErrnoException) => { if (err.code !== 'EPIPE' && err.code !== 'ERR_STREAM_PREMATURE_CLOSE') throw err; });
