@@ -4,6 +4,7 @@ import { chalkStderr as chalk } from 'chalk';
 import { ZodError } from 'zod';
 import { ExitCode, SmolError, ValidationError, mapFsError } from '../errors/index.js';
 import { smolHome } from '../util/paths.js';
+import { terminalSafe as safe } from '../util/terminal-safe.js';
 
 export function handleError(err: unknown, json = false): number {
   err = mapFsError(fullDiskIoError(err) ?? err, 'writing smol\'s data'); // a full disk anywhere (SQLite included) is exit 73, not a bug
@@ -18,17 +19,19 @@ export function handleError(err: unknown, json = false): number {
       process.stderr.write(JSON.stringify({ error: { type: err.name, message: err.message, where: err.where, hint: err.hint, exitCode: err.exitCode, issues } }) + '\n');
       return err.exitCode;
     }
-    const where = err.where ? chalk.dim(` (${err.where})`) : '';
-    process.stderr.write(`${chalk.red('error:')} ${err.message}${where}\n`);
+    // messages and hints carry guest text (a console tail, an agent's ERROR frame, a guest tar's stderr):
+    // its escape sequences must not reach the terminal (util/terminal-safe.ts)
+    const where = err.where ? chalk.dim(` (${safe(err.where)})`) : '';
+    process.stderr.write(`${chalk.red('error:')} ${safe(err.message)}${where}\n`);
     if (err instanceof ValidationError) {
-      for (const i of err.issues) process.stderr.write(`  ${chalk.yellow(i.path)}: ${i.message}\n`);
+      for (const i of err.issues) process.stderr.write(`  ${chalk.yellow(safe(i.path))}: ${safe(i.message)}\n`);
     }
-    if (err.hint) process.stderr.write(`${chalk.cyan('hint:')} ${err.hint}\n`);
-    if (process.env.SMOL_DEBUG && err.cause) process.stderr.write(`${String((err.cause as Error).stack ?? err.cause)}\n`);
+    if (err.hint) process.stderr.write(`${chalk.cyan('hint:')} ${safe(err.hint)}\n`);
+    if (process.env.SMOL_DEBUG && err.cause) process.stderr.write(`${safe(String((err.cause as Error).stack ?? err.cause))}\n`);
     return err.exitCode;
   }
   const e = err as Error;
-  process.stderr.write(`${chalk.red('internal error:')} ${e?.stack ?? String(err)}\n`);
+  process.stderr.write(`${chalk.red('internal error:')} ${safe(e?.stack ?? String(err))}\n`);
   process.stderr.write('This is a bug in smol; please report it with the command you ran.\n');
   return ExitCode.internal;
 }
