@@ -20,7 +20,12 @@ export interface CopyLimits {
   signal?: AbortSignal;
 }
 
-const gib = (n: number) => `${+(n / 1024 ** 3).toFixed(3)} GiB`;
+function size(n: number): string {
+  const units = ['bytes', 'KiB', 'MiB', 'GiB', 'TiB'];
+  let i = 0;
+  while (n >= 1024 && i < units.length - 1) { n /= 1024; i++; }
+  return `${+n.toFixed(1)} ${units[i]}`;
+}
 
 export class CopyGuard {
   readonly maxBytes: number;
@@ -66,7 +71,7 @@ export class CopyGuard {
   }
 
   overCap(): NoSpaceError {
-    return new NoSpaceError(`cp failed: ${this.what} is larger than the ${gib(this.maxBytes)} --max-size limit; nothing was written`, {
+    return new NoSpaceError(`cp failed: ${this.what} is larger than the ${size(this.maxBytes)} --max-size limit; nothing was written`, {
       hint: 'If you expect it to be that large, raise the limit: smol machine cp --max-size 50G ...',
     });
   }

@@ -139,7 +139,7 @@ export class GetHandler implements StreamHandler {
     this.port.send(FrameType.error, 0, this.id, encodeError(0, 'refused by the host'));
     this.port.forget(this.id);
     this.fail(new GuestChannelError(`get ${this.path} failed: the guest ${what}`, {
-      hint: 'The file changed size while it was read, or it is no regular file (a device, a /proc or /sys file); copy such contents with: smol machine exec NAME -- cat PATH > FILE',
+      hint: 'The file changed size while it was read, or it is not a regular file (a device, a /proc or /sys file); copy such contents with: smol machine exec NAME -- cat PATH > FILE',
     }));
     return true;
   }
