@@ -109,7 +109,7 @@ export async function applyLayer(root: string, layerFile: string, label = path.b
       else whiteouts.push([...parts.slice(0, -1), target]);
     }
     return null;
-  }).catch((e: unknown) => { throw mapFsError(e, `reading layer ${label}`); });
+  }).catch((e: unknown) => { throw layerReadError(e, `reading layer ${label}`, label); });
   if (over) {
     throw new ValidationError(`image layer ${label} is too large: ${over}`, [{ path: label, message: over }], {
       hint: 'smol stops unpacking an image past its limits; raise SMOL_IMAGE_MAX_GIB or SMOL_IMAGE_MAX_FILES (docs/images.md) only for an image you trust.',
@@ -150,7 +150,7 @@ export async function applyLayer(root: string, layerFile: string, label = path.b
       stats.files++;
       return true;
     },
-  }).catch((e) => { throw mapFsError(e, `extracting layer ${label}`); });
+  }).catch((e: unknown) => { throw layerReadError(e, `extracting layer ${label}`, label); });
   if (bad.length) throw escapeError(label, bad);
   for (const l of links) {
     if (l.parts.length === 0 || !(await noSymlinkOnPath(root, l.parts.slice(0, -1)))) throw escapeError(label, [`${l.parts.join('/')}: symlink through a symlink`]);
@@ -162,6 +162,17 @@ export async function applyLayer(root: string, layerFile: string, label = path.b
     stats.files++;
   }
   return stats;
+}
+
+/** node-tar rejects a malformed archive with a plain Error coded TAR_*: the layer's fault (65), not smol's (70). */
+function layerReadError(e: unknown, what: string, label: string): unknown {
+  const code = (e as { code?: unknown } | null)?.code;
+  if (typeof code === 'string' && code.startsWith('TAR_')) {
+    return new ValidationError(`image layer ${label} is not a valid tar archive: ${(e as Error).message}`, [{ path: label, message: `${code}: ${(e as Error).message}` }], {
+      hint: 'The image or registry sent a corrupt layer; pull or export it again.',
+    });
+  }
+  return mapFsError(e, what);
 }
 
 function escapeError(label: string, problems: string[]): ValidationError {
