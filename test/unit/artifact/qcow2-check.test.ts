@@ -4,6 +4,7 @@
  */
 import { open, readFile } from 'node:fs/promises';
 import path from 'node:path';
+import fc from 'fast-check';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { inspectQcow2, qcow2Hazard, readQcow2Head } from '../../../src/artifact/qcow2-check.js';
 import { run } from '../../../src/util/exec.js';
@@ -69,6 +70,23 @@ describe('qcow2Hazard', () => {
     huge.writeUInt32BE(30, 20);
     expect(qcow2Hazard(huge)).toBe('has a qcow2 cluster size of 2^30 bytes (QEMU opens 2^9 to 2^21)');
     expect(qcow2Hazard(b.subarray(0, 100))).toBe('is a truncated qcow2 image (its version 3 header is cut short)');
+  });
+
+  it('never throws on mutated headers, and never accepts one that names a backing or data file', async () => {
+    const seeds = [await image(), await image('-o', 'compat=0.10'), await image('-o', `data_file=${path.join(dir, 'd.raw')}`), await image('-u', '-b', '/etc/shadow', '-F', 'raw')];
+    const flips = fc.array(fc.record({ at: fc.nat(511), value: fc.nat(255) }), { maxLength: 8 });
+    fc.assert(fc.property(fc.constantFrom(...seeds), flips, fc.nat(4096), (seed, edits, cut) => {
+      const b = Buffer.from(seed.subarray(0, seed.length - cut));
+      for (const e of edits) if (e.at < b.length) b[e.at] = e.value;
+      const r = inspectQcow2(b);
+      expect(r.hazard === null || typeof r.hazard === 'string').toBe(true);
+      if (r.hazard === null) {
+        expect(b.readBigUInt64BE(8)).toBe(0n);
+        expect(b.readUInt32BE(16)).toBe(0);
+        // QEMU opens a data file only with this bit set (version 2 has no such bit)
+        if (b.readUInt32BE(4) === 3) expect(b.readBigUInt64BE(72) & 4n).toBe(0n);
+      }
+    }), { numRuns: 3000, seed: 31 });
   });
 
   it('readQcow2Head reads the first cluster as the header sizes it', async () => {
