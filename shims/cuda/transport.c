@@ -182,6 +182,10 @@ static CUresult connect_locked(void) {
   atexit(at_exit);
   uint64_t args[4] = { SMOL_PROTO_MAGIC, SMOL_PROTO_HASH, (uint64_t)getpid(), 0 }, outs[5];
   CUresult r = call_locked(SMOL_OP_HELLO, args, 4, NULL, 0, outs, 5, NULL, 0, NULL);
+  if (r == 46) { /* CUDA_ERROR_DEVICE_UNAVAILABLE: the daemon serves its limit of sessions */
+    smol_log("GPU daemon at %s refused the session: it already serves its limit of CUDA processes (SMOL_GPU_MAX_SESSIONS on the host)", ep);
+    broken("handshake"); return CUDA_ERROR_NO_DEVICE;
+  }
   if (r) {
     smol_log("GPU daemon at %s refused the handshake (%d): shim and daemon are from different protocol versions", ep, r);
     broken("handshake"); return CUDA_ERROR_NO_DEVICE;

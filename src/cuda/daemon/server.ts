@@ -13,7 +13,7 @@ import { GpuError, UserError } from '../../errors/index.js';
 import { formatEndpoint, parseEndpoint, type Endpoint } from '../protocol/index.js';
 import { STAT } from './session.js';
 import { spawnSessionProcess } from './spawn.js';
-import type { SessionMessage, SessionProcessConfig } from './session-process.js';
+import type { DaemonMessage, SessionMessage, SessionProcessConfig } from './session-process.js';
 
 export interface GpuDaemonOptions {
   /** unix:PATH, tcp:HOST:PORT or vsock:PORT */
@@ -24,12 +24,27 @@ export interface GpuDaemonOptions {
   quotaBytes?: number;
   /** Unix socket for status queries; default none. */
   control?: string;
+  /** Sessions served at once (default $SMOL_GPU_MAX_SESSIONS, else DEFAULT_MAX_SESSIONS); more are refused. */
+  maxSessions?: number;
+  /** How long a connection may take to complete the HELLO handshake (default $SMOL_GPU_HANDSHAKE_MS, else DEFAULT_HANDSHAKE_MS). */
+  handshakeMs?: number;
 }
+
+/**
+ * Each session is a host process holding the driver (tens of MB, more on a real GPU), so a guest opening
+ * connections in a loop would otherwise get a process per connection (40 connections: 42 processes, 2.8 GB).
+ * One daemon serves one machine's port (or one `gpu serve`), so this caps what one machine can make.
+ */
+export const DEFAULT_MAX_SESSIONS = 8;
+/** A connection that has not finished its HELLO by then is closed, and its session slot freed. */
+export const DEFAULT_HANDSHAKE_MS = 5000;
 
 export interface SessionStatus { id: number; pid: number; startedAt: string; calls: number; memBytes: number; allocations: number; asyncErrors: number }
 export interface GpuDaemonStatus {
-  endpoint: string; libcuda: string; pid: number; quotaBytes: number | null;
+  endpoint: string; libcuda: string; pid: number; quotaBytes: number | null; maxSessions: number;
   sessions: SessionStatus[]; closedSessions: number; lastClose?: { id: number; reason: string; cleanupMs: number };
+  /** Connections turned away because maxSessions were open. */
+  refusedSessions: number;
   /** A spare session process has loaded the driver and waits for the next guest. */
   spareReady: boolean;
 }
@@ -42,10 +57,14 @@ export interface GpuDaemon { endpoint: string; control?: string; status(): GpuDa
 const STOP_GRACE_MS = 800;
 /** A spare that keeps dying (a broken driver) is restarted no faster than this. */
 const RESPAWN_MS = 1000;
+/** How long a connection past the limit waits for a session to end before it is refused. */
+const ADMIT_WAIT_MS = 250;
 
 export async function startGpuDaemon(opts: GpuDaemonOptions): Promise<GpuDaemon> {
   const ep = parseEndpoint(opts.listen);
   if (!ep) throw new UserError(`invalid --listen value: ${opts.listen}`, { hint: 'Use unix:PATH, tcp:HOST:PORT or vsock:PORT.' });
+  const maxSessions = opts.maxSessions ?? envLimit('SMOL_GPU_MAX_SESSIONS', DEFAULT_MAX_SESSIONS);
+  const handshakeMs = opts.handshakeMs ?? envLimit('SMOL_GPU_HANDSHAKE_MS', DEFAULT_HANDSHAKE_MS);
   const libcuda = opts.libcuda ?? 'libcuda.so.1';
   if (libcuda.includes('/') && !fs.existsSync(libcuda)) throw new GpuError(`gpu serve failed: ${libcuda} does not exist`, { hint: 'Pass --libcuda PATH to the host driver.' });
   // Fail here, with a message, rather than in every session: load the driver once and throw it away.
@@ -70,7 +89,7 @@ export async function startGpuDaemon(opts: GpuDaemonOptions): Promise<GpuDaemon>
 
   interface Live { id: number; proc: ChildProcess; startedAt: Date }
   const live = new Map<number, Live>();
-  let closedSessions = 0, nextId = 1, stopping = false;
+  let closedSessions = 0, refusedSessions = 0, nextId = 1, stopping = false;
   let lastClose: GpuDaemonStatus['lastClose'];
   let spare: ChildProcess | undefined;
   let spareReady = false;
@@ -78,27 +97,44 @@ export async function startGpuDaemon(opts: GpuDaemonOptions): Promise<GpuDaemon>
     if (!live.delete(id)) return;
     closedSessions++;
     lastClose = { id, reason, cleanupMs };
+    waiting?.admit();
   };
+  /** The spare's guest when all sessions were taken: admitted if one ends within ADMIT_WAIT_MS. */
+  let waiting: { proc: ChildProcess; admit(): void; drop(): void } | undefined;
 
   let firstReady: (err?: Error) => void = () => {};
   const ready = new Promise<void>((resolve, reject) => { firstReady = (err) => (err ? reject(err) : resolve()); });
   const spawnSpare = (): void => {
     if (stopping) return;
     const id = nextId++;
-    const cfg: SessionProcessConfig = { libcuda, quotaBytes: quota, statsDir, sessionId: id, nodelay: ep.kind === 'tcp' };
+    const cfg: SessionProcessConfig = { libcuda, quotaBytes: quota, statsDir, sessionId: id, nodelay: ep.kind === 'tcp', handshakeMs };
     const proc = spawnSessionProcess(listenFd, { SMOL_GPU_SESSION: JSON.stringify(cfg) });
     spare = proc;
     let session = false, closed = false;
     proc.on('message', (m: SessionMessage) => {
       if (m.type === 'ready') { firstReady(); if (spare === proc) spareReady = true; }
       if (m.type === 'session') {
-        session = true;
-        live.set(id, { id, proc, startedAt: new Date() });
-        if (spare === proc) { spare = undefined; spareReady = false; spawnSpare(); }
+        const admit = () => {
+          session = true;
+          live.set(id, { id, proc, startedAt: new Date() });
+          answer(proc, { type: 'admit' });
+          if (spare === proc) { spare = undefined; spareReady = false; spawnSpare(); }
+        };
+        // Only the spare accepts, so this count is exact. A session that just ended may not have said so
+        // yet (it frees its memory first), so a guest that starts a process as another exits waits a moment
+        // for that slot; after that it is refused, and the spare stays the spare.
+        if (live.size < maxSessions) return admit();
+        const timer = setTimeout(() => {
+          waiting = undefined;
+          refusedSessions++;
+          answer(proc, { type: 'refuse', limit: maxSessions });
+        }, ADMIT_WAIT_MS);
+        waiting = { proc, admit: () => { waiting?.drop(); admit(); }, drop: () => { clearTimeout(timer); waiting = undefined; } };
       }
       if (m.type === 'closed') { closed = true; noteClosed(id, m.reason, m.cleanupMs); }
     });
     proc.on('exit', (code, signal) => {
+      if (waiting?.proc === proc) waiting.drop();
       if (spare === proc) { spare = undefined; spareReady = false; }
       if (session && !closed) noteClosed(id, stopping ? 'daemon stopped' : `session process ended (${signal ?? `exit ${code}`})`, 0);
       fs.rmSync(path.join(statsDir, String(id)), { force: true });
@@ -120,7 +156,7 @@ export async function startGpuDaemon(opts: GpuDaemonOptions): Promise<GpuDaemon>
     return st;
   };
   const status = (): GpuDaemonStatus => ({
-    endpoint: formatEndpoint(ep), libcuda, pid: process.pid, quotaBytes: opts.quotaBytes ?? null,
+    endpoint: formatEndpoint(ep), libcuda, pid: process.pid, quotaBytes: opts.quotaBytes ?? null, maxSessions, refusedSessions,
     sessions: [...live.values()].map((s) => {
       const st = readStats(s.id);
       return {
@@ -143,6 +179,7 @@ export async function startGpuDaemon(opts: GpuDaemonOptions): Promise<GpuDaemon>
   const close = () => closing ??= (async () => {
     const t0 = performance.now();
     stopping = true;
+    waiting?.drop();
     spare?.kill('SIGKILL');
     io.close(listenFd);
     if (ep.kind === 'unix') fs.rmSync(ep.path, { force: true });
@@ -162,6 +199,19 @@ export async function startGpuDaemon(opts: GpuDaemonOptions): Promise<GpuDaemon>
   })();
 
   return { endpoint: formatEndpoint(ep as Endpoint), control: opts.control, status, close };
+}
+
+/** A session process that died meanwhile cannot be told; its exit is handled on its own. */
+function answer(proc: ChildProcess, m: DaemonMessage): void {
+  if (proc.connected) proc.send(m, (err) => void err);
+}
+
+/** A positive integer from the environment, or the default; anything else is refused by name. */
+function envLimit(name: string, fallback: number): number {
+  const raw = process.env[name];
+  if (raw === undefined || raw === '') return fallback;
+  if (!/^\d+$/.test(raw) || Number(raw) < 1) throw new UserError(`invalid ${name}: ${JSON.stringify(raw)}`, { hint: `Set ${name} to a positive integer (default ${fallback}).` });
+  return Number(raw);
 }
 
 /** Reads a running daemon's status through its control socket. */

@@ -15,14 +15,18 @@ for (const r of OP_ROWS) { nargs[r.id] = r.nargs; nouts[r.id] = r.nouts; }
 
 export interface LoopResult { reason: string; cleanupMs: number }
 
-/** Serves `fd` until the guest hangs up. */
-export function serveConnection(fd: number, session: Session): LoopResult {
+/**
+ * Serves `fd` until the guest hangs up. Until a HELLO succeeded, each read waits only for what is left of
+ * `handshakeMs` (counted from here), so a connection that never handshakes cannot hold a session for ever.
+ */
+export function serveConnection(fd: number, session: Session, handshakeMs = Infinity): LoopResult {
   const io = sys();
   const rbuf = Buffer.allocUnsafeSlow(2 * (MAX + HDR));
   const wbuf = Buffer.allocUnsafeSlow(MAX + HDR + 4096);
   let start = 0, end = 0, wlen = 0;
   const args: number[] = [];
   let reason = 'guest disconnected';
+  let deadline = performance.now() + handshakeMs;
 
   const flush = (): boolean => { const ok = wlen === 0 || io.writeAll(fd, wbuf, 0, wlen); wlen = 0; return ok; };
   const put = (op: number, seq: number, rep: Reply): boolean => {
@@ -45,6 +49,10 @@ export function serveConnection(fd: number, session: Session): LoopResult {
         rbuf.copy(rbuf, 0, start, end); end -= start; start = 0;
       }
       if (!flush()) { reason = 'write failed'; break; }
+      if (deadline !== Infinity) {
+        const left = Math.ceil(deadline - performance.now());
+        if (left <= 0 || !io.readable(fd, left)) { reason = `no handshake within ${handshakeMs} ms`; break; }
+      }
       const n = io.read(fd, rbuf, end, rbuf.length - end);
       if (n <= 0) break;
       end += n;
@@ -76,6 +84,7 @@ export function serveConnection(fd: number, session: Session): LoopResult {
           continue;
         }
         const rep = session.dispatch(op, args, blob);
+        if (op === OP.Hello && rep?.status === 0) deadline = Infinity;
         if (!isAsync) {
           if (!put(op, seq, rep ?? { status: session.pending, outs: [] })) { reason = 'write failed'; break; }
           if (!rep) session.pending = 0;

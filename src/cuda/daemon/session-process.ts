@@ -12,11 +12,13 @@ import path from 'node:path';
 import { Worker } from 'node:worker_threads';
 import { loadCudaDriver } from './driver/cuda.js';
 import { sys } from './driver/sys.js';
-import { PROTOCOL } from '../protocol/index.js';
-import { Session, STAT } from './session.js';
+import { OP, PROTOCOL } from '../protocol/index.js';
+import { CU, Session, STAT } from './session.js';
 import { serveConnection } from './session-loop.js';
 
-export interface SessionProcessConfig { libcuda: string; quotaBytes: number; statsDir: string; sessionId: number; nodelay: boolean }
+export interface SessionProcessConfig { libcuda: string; quotaBytes: number; statsDir: string; sessionId: number; nodelay: boolean; handshakeMs: number }
+/** The daemon's answer to 'session': serve the connection, or turn it away because `limit` sessions are open. */
+export type DaemonMessage = { type: 'admit' } | { type: 'refuse'; limit: number };
 export type SessionMessage =
   | { type: 'ready' }
   | { type: 'session'; id: number }
@@ -24,6 +26,9 @@ export type SessionMessage =
 
 const LISTEN_FD = 3;
 const STATS_EVERY_MS = 100;
+/** How long a refused connection's HELLO is waited for; the spare accepts no one else meanwhile. */
+const REFUSE_WAIT_MS = 200;
+let refusalLogged = false;
 
 const cfg = JSON.parse(process.env.SMOL_GPU_SESSION ?? '{}') as SessionProcessConfig;
 const send = (m: SessionMessage): Promise<void> => new Promise((r) => { if (process.send) process.send(m, undefined, {}, () => r()); else r(); });
@@ -42,11 +47,18 @@ async function main(): Promise<void> {
   while (conn < 0) {
     if (io.readable(LISTEN_FD, 50)) conn = io.accept(LISTEN_FD);
     else await new Promise((r) => setImmediate(r));
+    if (conn < 0) continue;
+    // The daemon counts the open sessions: this process becomes one, or turns the guest away and stays the spare.
+    const verdict = new Promise<DaemonMessage>((r) => process.once('message', r));
+    await send({ type: 'session', id: cfg.sessionId });
+    const v = await verdict;
+    if (v.type === 'admit') break;
+    refuse(io, conn, v.limit);
+    conn = -1;
   }
   accepted = true;
   io.close(LISTEN_FD);
   if (cfg.nodelay) io.setNoDelay(conn);
-  await send({ type: 'session', id: cfg.sessionId });
 
   const session = new Session(drv, {
     quotaBytes: cfg.quotaBytes, stats, maxPayload: PROTOCOL.maxPayload, sessionId: cfg.sessionId,
@@ -54,9 +66,35 @@ async function main(): Promise<void> {
     // A direct write: this process spends its life in blocking reads, so a stream might never flush.
     log: (line) => { try { fs.writeSync(2, `smol gpu: session ${cfg.sessionId}: ${line}\n`); } catch { /* no stderr */ } },
   });
-  const { reason, cleanupMs } = serveConnection(conn, session);
+  const { reason, cleanupMs } = serveConnection(conn, session, cfg.handshakeMs);
   await send({ type: 'closed', id: cfg.sessionId, reason, cleanupMs });
   process.exit(0);
+}
+
+/**
+ * Answers a refused connection's HELLO with CUDA_ERROR_DEVICE_UNAVAILABLE, which the shim reports as the
+ * daemon being at its session limit, and closes it. The reply must echo the HELLO's sequence number, so the
+ * HELLO is waited for, briefly: a connection that sends nothing is simply closed.
+ */
+function refuse(io: ReturnType<typeof sys>, conn: number, limit: number): void {
+  const hdr = PROTOCOL.headerSize, hello = hdr + 4 * 8, nouts = 5;
+  const buf = Buffer.alloc(hello);
+  let got = 0;
+  while (got < hello && io.readable(conn, REFUSE_WAIT_MS)) {
+    const n = io.read(conn, buf, got, hello - got);
+    if (n <= 0) break;
+    got += n;
+  }
+  if (got >= hdr && buf.readUInt16LE(4) === OP.Hello) {
+    const rep = Buffer.alloc(hdr + nouts * 8);
+    rep.writeUInt32LE(nouts * 8, 0); rep.writeUInt16LE(OP.Hello, 4); rep.writeUInt16LE(PROTOCOL.flags.reply, 6);
+    rep.writeUInt32LE(buf.readUInt32LE(8), 8); rep.writeInt32LE(CU.deviceUnavailable, 12);
+    io.writeAll(conn, rep, 0, rep.length);
+  }
+  io.close(conn);
+  if (refusalLogged) return; // the daemon's status counts them all; one line per spare is enough for a log
+  refusalLogged = true;
+  try { fs.writeSync(2, `smol gpu: refused a connection: ${limit} sessions are open (the limit; set SMOL_GPU_MAX_SESSIONS to change it)\n`); } catch { /* no stderr */ }
 }
 
 /**

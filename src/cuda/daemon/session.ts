@@ -9,7 +9,7 @@ import { OP, OP_ROWS, PROTOCOL, PROTO_HASH } from '../protocol/index.js';
 import { ImageParams } from './params/index.js';
 import { resolveParams, type ParamInfoFn } from './params/resolve.js';
 
-export const CU = { ok: 0, invalidValue: 1, outOfMemory: 2, invalidImage: 200, invalidContext: 201, invalidHandle: 400, notFound: 500, notSupported: 801 } as const;
+export const CU = { ok: 0, invalidValue: 1, outOfMemory: 2, invalidImage: 200, invalidContext: 201, invalidHandle: 400, notFound: 500, notSupported: 801, deviceUnavailable: 46 } as const;
 /** Status counters (a Float64Array over a SharedArrayBuffer that session-process.ts publishes for `gpu status`). */
 export const STAT = { calls: 0, memBytes: 1, allocs: 2, asyncErrors: 3, handles: 4, size: 8 } as const;
 

@@ -5,8 +5,8 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import fs from 'node:fs';
 import path from 'node:path';
-import { OP, OP_ROWS, PROTOCOL, encodeFrame } from '../../../src/cuda/protocol/index.js';
-import { buildNative, progs, ptx, Raw, runProgram, shimEnv, startDaemon, type DaemonProc } from './helpers.js';
+import { OP, OP_ROWS, PROTO_HASH, PROTOCOL, encodeFrame } from '../../../src/cuda/protocol/index.js';
+import { buildNative, progs, ptx, Raw, runProgram, shimEnv, startDaemon, waitFor, type DaemonProc } from './helpers.js';
 
 let d: DaemonProc;
 beforeAll(async () => { buildNative(); d = await startDaemon(); });
@@ -124,5 +124,59 @@ describe('hostile frames end only their own session', () => {
     const st = await d.status();
     expect(st.pid).toBe(d.proc.pid);
     await daemonStillServes();
+  });
+});
+
+/** The daemon's own child processes: one per session plus the spare. */
+function children(pid: number): number {
+  let n = 0;
+  for (const e of fs.readdirSync('/proc')) {
+    if (!/^\d+$/.test(e)) continue;
+    try {
+      if (Number(fs.readFileSync(`/proc/${e}/stat`, 'utf8').replace(/^.*\) /s, '').split(' ')[1]) === pid) n++;
+    } catch { /* gone */ }
+  }
+  return n;
+}
+
+describe('a guest opening connections in a loop', () => {
+  const CAP = 3;
+  let small: DaemonProc;
+  beforeAll(async () => { small = await startDaemon([], { SMOL_GPU_MAX_SESSIONS: String(CAP), SMOL_GPU_HANDSHAKE_MS: '1500' }); });
+  afterAll(async () => { await small?.stop(); });
+
+  it('40 connections get at most the cap of session processes; the rest are refused at HELLO', async () => {
+    const conns = Array.from({ length: 40 }, () => new Raw(small.endpoint));
+    // each refusal first waits a moment for a slot (ADMIT_WAIT_MS), one after another: allow for 37 of them
+    for (const c of conns) c.send(encodeFrame(OP.Hello, [PROTOCOL.magic, PROTO_HASH, process.pid, 0], { seq: 1 }));
+    const replies = await Promise.all(conns.map((c) => c.reply(60_000)));
+    const admitted = replies.filter((r) => r?.status === 0).length;
+    expect(admitted).toBe(CAP);
+    expect(replies.filter((r) => r?.status === 46)).toHaveLength(40 - CAP); // CUDA_ERROR_DEVICE_UNAVAILABLE
+    const st = await small.status();
+    expect(st.sessions.length).toBe(CAP);
+    expect(st.refusedSessions).toBeGreaterThanOrEqual(40 - CAP);
+    expect(children(small.proc.pid!)).toBeLessThanOrEqual(CAP + 1); // the sessions and one spare
+    expect(small.log()).toMatch(/refused a connection: 3 sessions are open/);
+    // a real program past the cap is told why, not that its shim is from another version
+    const late = await runProgram(path.join(progs, 'driver_vecadd'), [ptx, 'quick', '4096'], shimEnv(small.endpoint));
+    expect(late.code).not.toBe(0);
+    expect(late.stderr).toMatch(/refused the session: it already serves its limit of CUDA processes/);
+    // a closed session frees its slot for the next guest
+    for (const c of conns) c.sock.destroy();
+    await waitFor(async () => ((await small.status()).sessions.length === 0 ? true : undefined), 20_000);
+    const next = new Raw(small.endpoint);
+    expect((await next.hello())?.status).toBe(0);
+    next.sock.destroy();
+  });
+
+  it('a connection that never completes its HELLO is closed after the handshake timeout', async () => {
+    const silent = new Raw(small.endpoint);
+    const partial = new Raw(small.endpoint);
+    partial.send(encodeFrame(OP.Hello, [PROTOCOL.magic, 0, 0, 0]).subarray(0, 20)); // a header and a few bytes
+    expect(await silent.hangsUp()).toBe(true);
+    expect(await partial.hangsUp()).toBe(true);
+    const st = await waitFor(async () => { const s = await small.status(); return s.sessions.length === 0 ? s : undefined; }, 20_000);
+    expect(st?.lastClose?.reason).toMatch(/no handshake within 1500 ms/);
   });
 });
