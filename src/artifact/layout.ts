@@ -50,6 +50,15 @@ export async function readHead(fh: FileHandle, where: string): Promise<Pick<Layo
   return { fileSize, footer, footerOffset, manifestBytes, manifest: decodeManifest(manifestBytes, `${where}: manifest.json`) };
 }
 
+/** node-tar's Header throws a plain Error on a number field it cannot decode (a bad base-256 lead byte). */
+function decodeHeader(block: Buffer, off: number, where: string): Header {
+  try {
+    return new Header(block);
+  } catch (err) {
+    throw new ArtifactError(`tar header at offset ${off} has a field that cannot be decoded: ${(err as Error).message}`, { where, cause: err });
+  }
+}
+
 /** Names the problem with a member precisely: the hostile-archive cases get their own words. */
 function checkMember(h: Header, expectName: string | null, expectSize: number, where: string): void {
   const name = h.path ?? '';
@@ -71,7 +80,7 @@ export async function readLayout(fh: FileHandle, where: string): Promise<Layout>
   const limit = head.footerOffset;
   const headerAt = async (off: number): Promise<Header> => {
     if (off + BLOCK > limit) throw new ArtifactError(`truncated: tar header at ${off} runs into the footer`, { where });
-    return new Header(await readAt(fh, off, BLOCK));
+    return decodeHeader(await readAt(fh, off, BLOCK), off, where);
   };
   checkMember(await headerAt(0), MANIFEST_MEMBER, head.footer.manifestLength, where);
   let off = BLOCK + pad512(head.footer.manifestLength);
@@ -84,7 +93,7 @@ export async function readLayout(fh: FileHandle, where: string): Promise<Layout>
     members.push({ entry, dataOffset, size: entry.stored.size });
   }
   const tail = await readAt(fh, off, Math.max(0, Math.min(limit - off, 2 * BLOCK)));
-  if (tail.length >= BLOCK && tail.subarray(0, BLOCK).some((x) => x !== 0)) checkMember(new Header(tail.subarray(0, BLOCK)), null, 0, where);
+  if (tail.length >= BLOCK && tail.subarray(0, BLOCK).some((x) => x !== 0)) checkMember(decodeHeader(tail.subarray(0, BLOCK), off, where), null, 0, where);
   if (off + 2 * BLOCK !== limit || tail.some((x) => x !== 0)) {
     throw new ArtifactError(`archive does not end where the footer begins (${limit - off} bytes between the last entry and the footer, expected ${2 * BLOCK} zero bytes)`, { where });
   }

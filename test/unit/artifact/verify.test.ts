@@ -2,7 +2,7 @@ import { readFile, writeFile } from 'node:fs/promises';
 import path from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { ArtifactError, ExitCode } from '../../../src/errors/index.js';
-import { generateKeyPair, packArtifact, verifyArtifact, type ArtifactManifest } from '../../../src/artifact/index.js';
+import { extractArtifact, generateKeyPair, packArtifact, verifyArtifact, type ArtifactManifest } from '../../../src/artifact/index.js';
 import { FOOTER_SIZE } from '../../../src/artifact/footer.js';
 import { makeInputs, tempDir, type Inputs } from './helpers.js';
 
@@ -89,6 +89,21 @@ describe('verifyArtifact', () => {
     const r = await verifyArtifact(await tampered(pad));
     expect(r.ok).toBe(false);
     expect(r.failed).toEqual(['framing']);
+  });
+
+  it('names a member header whose number fields node-tar cannot decode (fuzz crash header-base256: was exit 70)', async () => {
+    const manifestLength = Number(original.readBigUInt64LE(original.length - FOOTER_SIZE + 24));
+    for (const at of [0, regions(manifest, manifestLength)[1].header]) {
+      const b = Buffer.from(original);
+      b[at + 100] = 0xfe; // the mode field: a high bit says base-256, 0xfe is neither of its two valid lead bytes
+      const f = path.join(dir, `base256-${at}.smolmachine`);
+      await writeFile(f, b);
+      for (const read of [verifyArtifact, (x: string) => extractArtifact(x, path.join(dir, `never-${at}`))]) {
+        const err = await read(f).then(() => null, (e: unknown) => e);
+        expect(err).toBeInstanceOf(ArtifactError);
+        expect((err as ArtifactError).message).toMatch(new RegExp(`tar header at offset ${at} .*cannot be decoded: invalid base256 encoding`));
+      }
+    }
   });
 
   it('detects a flip of any single byte (every 211th byte of a small artifact, plus the footer)', async () => {
