@@ -23,13 +23,16 @@ export function hostMode(mode: number, isDir: boolean): number {
 /** The kernel's limit on symlinks followed in one lookup (ELOOP); a chain past it leads nowhere. */
 const MAX_LINK_HOPS = 40;
 
+/** The target of the tree's symlink at these components, or undefined when there is none. */
+export type LinkLookup = (parts: readonly string[]) => string | undefined;
+
 /**
  * Does the symlink at `at` (components below the root) with text `target` resolve inside the tree, when
- * followed the way the kernel would, through the tree's other symlinks (`links`: path -> target)? An
- * absolute target, a `..` above the root at any step, or a loop is outside: such a link on the host would
- * point at host files, or nowhere.
+ * followed the way the kernel would, through the tree's other symlinks (`linkAt`)? An absolute target, a
+ * `..` above the root at any step, or a loop is outside: such a link on the host would point at host
+ * files, or nowhere.
  */
-export function linkStaysInside(at: string[], target: string, links: ReadonlyMap<string, string>): boolean {
+export function linkStaysInside(at: readonly string[], target: string, linkAt: LinkLookup): boolean {
   if (target.startsWith('/')) return false;
   const dir = at.slice(0, -1);
   let todo = target.split('/');
@@ -42,7 +45,7 @@ export function linkStaysInside(at: string[], target: string, links: ReadonlyMap
       dir.pop();
       continue;
     }
-    const next = links.get([...dir, c].join('/'));
+    const next = linkAt([...dir, c]);
     if (next === undefined) {
       dir.push(c);
       continue;

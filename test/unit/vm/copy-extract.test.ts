@@ -163,3 +163,28 @@ describe('extractUntrusted', () => {
     await refusedWith(craftTar([{ path: 'a', data: Buffer.alloc(5000, 1) }]).subarray(0, 2048), /not a valid tar stream/);
   });
 });
+
+describe('extractUntrusted host errors', () => {
+  it('names the entry when the host cannot write it, rather than failing as a bug (70)', async () => {
+    const long = `${'d'.repeat(255)}/${'x'.repeat(256)}`;
+    const err = await extract([{ path: long, data: 'x' }]).then(() => null, (e: unknown) => e);
+    expect(err).toBeInstanceOf(SmolError);
+    expect([(err as SmolError).exitCode, (err as SmolError).message]).toEqual([1, expect.stringMatching(/^cp failed: writing "d+\/x+" from the guest's archive: ENAMETOOLONG/)]);
+  });
+});
+
+describe('extractUntrusted bounds what it keeps', () => {
+  it('directories and symlinks kept in memory are charged against a budget', async () => {
+    const many: TarMember[] = Array.from({ length: 200 }, (_, i) => ({ path: `l${i}`, type: 'SymbolicLink' as const, linkpath: 'x'.repeat(400) }));
+    await expect(extract(many, { trackedBytes: 50_000 })).rejects.toThrow(/more directories and symlinks than smol tracks in one copy \(50000 bytes/);
+    fs.rmSync(root, { recursive: true });
+    fs.mkdirSync(root);
+    await extract(many, { trackedBytes: 200_000 });
+    expect(fs.readdirSync(root)).toHaveLength(200);
+  });
+
+  it('warnings name five entries and count the rest', async () => {
+    await extract(Array.from({ length: 8 }, (_, i) => ({ path: `f${i}`, type: 'FIFO' as const })));
+    expect(warnings).toEqual(['skipped 8 special files (device nodes, FIFOs): f0, f1, f2, f3, f4, and 3 more; --preserve-special creates them']);
+  });
+});

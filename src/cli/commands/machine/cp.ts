@@ -6,6 +6,7 @@ import { copy, parseCopyEnd } from '../../../vm/exec.js';
 import { machineService } from '../../context.js';
 import { durationSchema, parseFlags } from '../../machine-options.js';
 import { formatBytes, printJson } from '../../output.js';
+import { terminalSafe } from '../../../util/terminal-safe.js';
 
 /** "10G", "512M", "1.5GiB", "4096" (bytes) → bytes. */
 const byteSizeSchema = z.string().transform((v, ctx) => {
@@ -57,7 +58,8 @@ export function register(parent: Command): void {
       try {
         const r = await copy(machineService(), src, dst, {
           recursive: o.recursive, maxBytes: o.maxSize, idleMs: o.idleTimeout, preserveSpecial: o.preserveSpecial, keepOutsideLinks: o.keepOutsideLinks,
-          signal: ctl.signal, warn: (line) => process.stderr.write(`smol: ${line}\n`),
+          // warnings name guest paths: a guest's control sequences or newlines must not act on the terminal
+          signal: ctl.signal, warn: (line) => process.stderr.write(`smol: ${terminalSafe(line).replace(/\n/g, '\\n')}\n`),
         });
         const secs = (performance.now() - t0) / 1000;
         if (o.json) printJson({ ...r, seconds: secs });
