@@ -2,17 +2,18 @@
  * Rollout manifests: a pipeline of stages (GPU via the gateway, CPU as subprocesses) over a set of samples.
  * Strict schema: unknown fields are errors, and every error names its field path and YAML line.
  */
-import { isMap, isSeq, LineCounter, parseDocument, type Node } from 'yaml';
+import { isMap, isSeq, LineCounter, type Node } from 'yaml';
 import { z } from 'zod';
 import { ValidationError, type Issue } from '../errors/index.js';
 import { parseDuration } from '../util/duration.js';
 import { sizeLabel } from '../util/read-capped.js';
-import { yamlToJs } from '../util/yaml-bounded.js';
+import { parseYamlBounded, yamlToJs } from '../util/yaml-bounded.js';
 
 /**
- * Limits checked before any work (docs/rollout.md): parsing YAML costs ~1 µs and ~50 bytes of memory per byte,
- * and each item ~100 µs and ~1.4 KB to submit, so a 50 MB manifest or `count: 10000000` would take minutes and
- * gigabytes before failing or succeeding. A rollout larger than this is several rollouts.
+ * Limits checked before any work (docs/ledger.md): parsing YAML costs ~1 µs and ~50 bytes of memory per byte
+ * (more for tiny tokens: util/yaml-bounded.ts counts them first), and each item ~100 µs and ~1.4 KB to submit,
+ * so a 50 MB manifest or `count: 10000000` would take minutes and gigabytes before failing or succeeding.
+ * A rollout larger than this is several rollouts.
  */
 export const MANIFEST_MAX_BYTES = 8 * 1024 * 1024;
 export const MAX_ITEMS = 1_000_000;
@@ -154,7 +155,7 @@ function nodeAt(root: Node | null, p: PropertyKey[]): Node | null {
 export function parseManifest(text: string, file = 'manifest'): Manifest {
   if (Buffer.byteLength(text) > MANIFEST_MAX_BYTES) throw tooLarge(file);
   const lc = new LineCounter();
-  const doc = parseDocument(text, { lineCounter: lc });
+  const doc = parseYamlBounded(text, file, lc, true);
   if (doc.errors.length) {
     const e = doc.errors[0];
     const pos = e.linePos?.[0];

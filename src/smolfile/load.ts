@@ -4,7 +4,7 @@ import { createRequire } from 'node:module';
 import type { Node } from 'yaml';
 import { NotFoundError, ValidationError, type Issue } from '../errors/index.js';
 import { readCapped, sizeLabel } from '../util/read-capped.js';
-import { yamlToJs } from '../util/yaml-bounded.js';
+import { parseYamlBounded, yamlToJs } from '../util/yaml-bounded.js';
 import { smolfileSchema, type Smolfile } from './schema.js';
 import { isTomlSmolfile, parseSmolvmToml } from './toml.js';
 
@@ -41,9 +41,8 @@ function keyNode(root: Node | null, parent: PropertyKey[], key: string): Node | 
 
 export function parseSmolfile(text: string, file = 'Smolfile'): Smolfile {
   if (Buffer.byteLength(text) > SMOLFILE_MAX_BYTES) throw tooLarge(file);
-  const { LineCounter, parseDocument } = yaml();
-  const lc = new LineCounter();
-  const doc = parseDocument(text, { lineCounter: lc, prettyErrors: false });
+  const lc = new (yaml().LineCounter)();
+  const doc = parseYamlBounded(text, file, lc);
   const line = (n: Node | null | undefined) => (n?.range ? lc.linePos(n.range[0]).line : undefined);
   // smolvm's TOML Smolfile loads wherever a YAML one does (toml.ts maps it)
   if (isTomlSmolfile(file, text, () => !doc.errors.length && yaml().isMap(doc.contents))) return parseTomlSmolfile(text, file);

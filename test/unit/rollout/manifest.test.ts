@@ -81,7 +81,7 @@ describe('rollout manifest', () => {
   });
 
   describe('hostile manifests (issue 31)', () => {
-    // the documented limits (docs/rollout.md), spelled out so a change to them is a change to this test
+    // the documented limits (docs/ledger.md), spelled out so a change to them is a change to this test
     const MAX_DURATION_MS = 24 * 24 * 3600 * 1000;
     const MANIFEST_MAX_BYTES = 8 * 1024 * 1024;
     const base = 'apiVersion: smol/v1\nkind: Rollout\nname: x\nenvironment: { version: e }\n';
@@ -136,6 +136,16 @@ describe('rollout manifest', () => {
       expect(gen(1, 'x'.repeat(1024 * 1024 + 1))).toMatchObject({ path: expect.stringMatching(/^generate\.template/), message: expect.stringMatching(/1 MiB/) });
       expect(gen(1_000_000, 'x'.repeat(80))).toMatchObject({ path: expect.stringMatching(/^generate/), message: expect.stringMatching(/64 MiB/) });
       expect(parseManifest(`${base}${stages}generate: { count: 1000000, template: "task {i}" }\n`).generate?.count).toBe(1_000_000);
+    });
+
+    it('refuses a manifest with too many YAML tokens before parsing it (8 MiB of "1," took 3.9 GB)', () => {
+      const e = failure(`${base}${stages}samples: [{ id: s, text: t }]\nx: [${'1,'.repeat(130_000)}1]\n`);
+      expect(e).toMatchObject({ exitCode: 65, where: 'm.yaml', message: expect.stringMatching(/more than 250000 YAML tokens/) });
+    });
+
+    it('still refuses duplicate keys, naming the line', () => {
+      expect(issuesOf(`${base}${stages}samples: [{ id: s, text: t }]\nname: y\n`)[0]).toMatchObject({ path: 'line 7', message: expect.stringMatching(/unique/) });
+      expect(issuesOf(`${base}${stages}samples: [{ id: s, text: t, id: u }]\n`)[0].message).toMatch(/unique/);
     });
 
     it('reads no more of a manifest file than the limit allows', () => {
