@@ -75,3 +75,31 @@ export async function waitForConsole(consoleLogPath: string, pattern: RegExp, op
     await new Promise((r) => setTimeout(r, opts.pollMs ?? 10));
   }
 }
+
+/** Where the last `lines` lines of a log start (the unfinished one after them included), looking back at most `maxBack` bytes. */
+export function logTailOffset(fd: number, size: number, lines: number, maxBack = 16 << 20): number {
+  const floor = Math.max(0, size - maxBack);
+  const buf = Buffer.alloc(TAIL_BYTES);
+  let seen = 0;
+  for (let end = size; end > floor;) {
+    const start = Math.max(floor, end - buf.length);
+    const n = fs.readSync(fd, buf, 0, end - start, start);
+    for (let i = n - 1; i >= 0; i--) {
+      if (buf[i] === 0x0a && ++seen > lines) return start + i + 1;
+    }
+    end = start;
+  }
+  return floor;
+}
+
+/** Hands `[from, to)` of a log to `write` in chunks of at most 1 MiB, so a flooded log never sits whole in memory; returns `to`. */
+export function pumpLog(fd: number, from: number, to: number, write: (chunk: Buffer) => void): number {
+  const buf = Buffer.alloc(Math.min(CONSOLE_WINDOW_BYTES, Math.max(0, to - from)));
+  for (let pos = from; pos < to;) {
+    const n = fs.readSync(fd, buf, 0, Math.min(buf.length, to - pos), pos);
+    if (n <= 0) return pos;
+    write(Buffer.from(buf.subarray(0, n)));
+    pos += n;
+  }
+  return to;
+}

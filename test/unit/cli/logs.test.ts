@@ -70,4 +70,28 @@ describe('smol machine logs', () => {
     expect(await logs('--raw')).toEqual(hostile);
     expect(await logs('--raw', '-f')).toEqual(hostile);
   });
+
+  it('tails a console flooded past what Node can read whole, and prints a log in bounded chunks', async () => {
+    const fd = fs.openSync(consoleLog, 'w');
+    fs.ftruncateSync(fd, 3 * 1024 ** 3); // sparse: a guest that wrote 3 GiB to its serial port
+    fs.writeSync(fd, 'one\ntwo\nthree\n', 3 * 1024 ** 3);
+    fs.closeSync(fd);
+    try {
+      expect((await logs('-n', '2', '--raw')).toString()).toBe('two\nthree\n');
+      fs.truncateSync(consoleLog, 5 << 20);
+      const sizes: number[] = [];
+      const write = process.stdout.write;
+      process.stdout.write = ((c: Uint8Array) => { sizes.push(c.length); return true; }) as typeof process.stdout.write;
+      try {
+        expect(await main(['node', 'smol', 'machine', 'logs', 'm', '--raw'])).toBe(0);
+      } finally {
+        process.stdout.write = write;
+        process.exitCode = undefined;
+      }
+      expect(sizes.reduce((a, b) => a + b, 0)).toBe(5 << 20);
+      expect(Math.max(...sizes)).toBeLessThanOrEqual(1 << 20);
+    } finally {
+      fs.writeFileSync(consoleLog, hostile);
+    }
+  });
 });

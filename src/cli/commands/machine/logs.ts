@@ -8,22 +8,12 @@ import { readDenials } from '../../../vm/net/denials.js';
 import { netModeOf } from '../../../smolfile/network.js';
 import { detachedOutputFile, readDetached } from '../../../vm/detach-state.js';
 import { TerminalSafeDecoder, terminalSafe } from '../../../util/terminal-safe.js';
+import { logTailOffset, pumpLog } from '../../../vm/backend/console.js';
 
 const logsSchema = z.object({
   console: z.boolean().optional(), follow: z.boolean().optional(), tail: z.coerce.number().int().min(0).optional(), net: z.boolean().optional(),
   json: z.boolean().optional(), raw: z.boolean().optional(),
 });
-
-/** The last `lines` lines (and the unfinished one after them), as `text.split('\n').slice(-lines - 1)` would keep. */
-function tailOf(data: Buffer, lines: number): Buffer {
-  let start = data.length;
-  for (let k = 0; k <= lines; k++) {
-    const nl = start > 0 ? data.lastIndexOf(0x0a, start - 1) : -1;
-    if (nl < 0) return data;
-    start = nl;
-  }
-  return data.subarray(start + 1);
-}
 
 export function register(parent: Command): void {
   parent.command('logs')
@@ -56,23 +46,24 @@ export function register(parent: Command): void {
         return detached ? readDetached(svc, cur)?.state === 'exited' : svc.refresh(cur).state !== 'running';
       };
       // an open descriptor keeps reading after a --rm run's removal unlinks the file
-      let fd: number | null = o.follow && fs.existsSync(file) ? fs.openSync(file, 'r') : null;
-      const data = fd !== null ? fs.readFileSync(fd) : fs.existsSync(file) ? fs.readFileSync(file) : Buffer.alloc(0);
+      let fd: number | null = fs.existsSync(file) ? fs.openSync(file, 'r') : null;
       // the guest wrote these bytes: escape sequences in them would act on this terminal (util/terminal-safe.ts)
       const safe = o.raw ? null : new TerminalSafeDecoder();
       const print = (buf: Buffer) => process.stdout.write(safe ? safe.write(buf) : buf);
-      print(o.tail !== undefined ? tailOf(data, o.tail) : data);
-      if (!o.follow) return void (safe && process.stdout.write(safe.end()));
-      let pos = data.length;
+      // the guest decides how big the log grows: it is read and printed a chunk at a time, never whole
+      let pos = 0;
+      if (fd !== null) {
+        const size = fs.fstatSync(fd).size;
+        pos = pumpLog(fd, o.tail !== undefined ? logTailOffset(fd, size, o.tail) : 0, size, print);
+      }
+      if (!o.follow) {
+        if (fd !== null) fs.closeSync(fd);
+        return void (safe && process.stdout.write(safe.end()));
+      }
       const drain = () => {
         if (fd === null && fs.existsSync(file)) fd = fs.openSync(file, 'r');
         if (fd === null) return;
-        const size = fs.fstatSync(fd).size;
-        if (size <= pos) return;
-        const buf = Buffer.alloc(size - pos);
-        fs.readSync(fd, buf, 0, buf.length, pos);
-        pos = size;
-        print(buf);
+        pos = pumpLog(fd, pos, fs.fstatSync(fd).size, print);
       };
       await new Promise<void>((resolve) => {
         const timer = setInterval(() => {
