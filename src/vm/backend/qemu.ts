@@ -8,6 +8,7 @@ import { buildCmdline } from '../qemu/cmdline.js';
 import { QmpClient } from '../qemu/qmp.js';
 import { AGENT_VSOCK_PORT } from '../image/init-script.js';
 import { isRunning, waitGone } from './process.js';
+import { CONSOLE_FD, consoleMaxBytes, keeperPidFile, withConsoleKeeper } from './console-keeper.js';
 import type { LaunchResult, LaunchSpec, VmBackend } from './types.js';
 
 const UNIX_PATH_MAX = 107;
@@ -42,7 +43,8 @@ export class QemuBackend implements VmBackend {
     const consoleLogPath = path.join(spec.machineDir, 'console.log');
     const pidfilePath = path.join(spec.machineDir, 'qemu.pid');
     await mkdir(runDir, { recursive: true }).catch((e) => { throw mapFsError(e, 'creating the run directory'); });
-    await Promise.all([qmpPath, pidfilePath, ...channelPaths].map((p) => rm(p, { force: true })));
+    const maxBytes = consoleMaxBytes();
+    await Promise.all([qmpPath, pidfilePath, keeperPidFile(consoleLogPath), ...channelPaths].map((p) => rm(p, { force: true })));
     const vsockCid = spec.vsockCid ?? 3;
     const channel: ChannelSpec = useVsock ? { kind: 'vsock', cid: vsockCid } : { kind: 'serial', socketPaths: channelPaths };
     const cmdline = buildCmdline({
@@ -52,14 +54,14 @@ export class QemuBackend implements VmBackend {
     const argv = buildQemuArgs({
       accel: this.accel, kernelPath: spec.kernelPath, initrdPath: spec.initrdPath, cmdline,
       memoryMiB: spec.memoryMiB, cpus: spec.cpus, disks: spec.disks, channel, net: spec.net, nic: spec.nic,
-      qmpSocketPath: qmpPath, consoleLogPath, appendConsole: spec.appendConsole, pidfilePath, daemonize: true,
+      qmpSocketPath: qmpPath, consoleFd: CONSOLE_FD, pidfilePath, daemonize: true,
       memoryBackend: spec.memoryBackend, incomingDefer: spec.incomingDefer, name: spec.name, pciHotplug: spec.pciHotplug,
       sharedFs: spec.sharedFs && { socketPath: spec.sharedFs.socketPath, tag: spec.sharedFs.tag },
     });
     // with -daemonize the parent exits once the machine is set up, so errors (bad disk, busy socket) surface here
-    const r = spec.netns
-      ? await run('ip', ['netns', 'exec', spec.netns, this.o.qemuPath, ...argv], { allowFailure: true, timeoutMs: 60_000 })
-      : await run(this.o.qemuPath, argv, { allowFailure: true, timeoutMs: 60_000 });
+    const qemu = spec.netns ? ['ip', 'netns', 'exec', spec.netns, this.o.qemuPath, ...argv] : [this.o.qemuPath, ...argv];
+    const [file, args] = withConsoleKeeper({ consoleLogPath, append: !!spec.appendConsole, maxBytes }, qemu);
+    const r = await run(file, args, { allowFailure: true, timeoutMs: 60_000 });
     const fwd = /Could not set up host forwarding rule '([^']*)'/.exec(r.stderr);
     if (r.exitCode !== 0 && fwd) {
       throw new ConflictError(`host port in ${fwd[1]} is already in use (QEMU could not publish it)${spec.name ? ` for machine "${spec.name}"` : ''}`, { where: spec.name, hint: 'Pick another host port with -p, or stop what listens there.' });

@@ -39,6 +39,9 @@ export interface NicSpec {
   hostfwd: readonly { protocol: 'tcp' | 'udp'; address: string; host: number; guest: number }[];
 }
 
+/** The -add-fd set the console's pipe is in. */
+const CONSOLE_FDSET = 1;
+
 export const serialPortName = (i: number): string => `smol.${i}`;
 
 export interface QemuArgsInput {
@@ -54,9 +57,11 @@ export interface QemuArgsInput {
   /** The NIC in detail (wins over net). */
   nic?: NicSpec;
   qmpSocketPath: string;
-  consoleLogPath: string;
-  /** Append to the console log instead of truncating it. */
-  appendConsole?: boolean;
+  /**
+   * The fd QEMU inherits for the serial console: a pipe to the console keeper (backend/console-keeper.ts),
+   * never a file, so no launch writes an unbounded log.
+   */
+  consoleFd: number;
   pidfilePath?: string;
   /** Detach: QEMU forks after initialising, so the machine outlives the CLI. */
   daemonize?: boolean;
@@ -99,11 +104,14 @@ export function buildQemuArgs(i: QemuArgsInput): string[] {
   a.push('-machine', machine.join(','));
   a.push(...accelArgs(i.accel));
   a.push('-m', `${i.memoryMiB}M`, '-smp', String(i.cpus));
-  // -nographic would tie the serial port to stdio, which -daemonize forbids; -display none + a file chardev
-  // gives the same headless machine with a console log that `smol logs` can read after we detach.
+  // -nographic would tie the serial port to stdio, which -daemonize forbids; -display none + a chardev on
+  // the keeper's pipe gives the same headless machine with a console log that `smol logs` can read after we detach.
   a.push('-nodefaults', '-no-user-config', '-display', 'none', '-no-reboot');
   a.push(...sandboxArgs());
-  a.push('-chardev', `file,id=con0,path=${opt(i.consoleLogPath)}${i.appendConsole ? ',append=on' : ''}`, '-serial', 'chardev:con0');
+  if (!Number.isInteger(i.consoleFd) || i.consoleFd < 3) throw new RangeError(`consoleFd must be an inherited fd ≥ 3, got ${i.consoleFd}`);
+  // append=on: without it QEMU truncates what it opens, and a pipe cannot be truncated (EINVAL)
+  a.push('-add-fd', `fd=${i.consoleFd},set=${CONSOLE_FDSET},opaque=console`,
+    '-chardev', `file,id=con0,path=/dev/fdset/${CONSOLE_FDSET},append=on`, '-serial', 'chardev:con0');
   a.push('-kernel', i.kernelPath, '-initrd', i.initrdPath, '-append', i.cmdline);
   (i.disks ?? []).forEach((d, n) => {
     const id = d.id ?? `disk${n}`;

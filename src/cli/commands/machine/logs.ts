@@ -1,4 +1,3 @@
-import fs from 'node:fs';
 import type { Command } from 'commander';
 import { z } from 'zod';
 import { machineService } from '../../context.js';
@@ -8,7 +7,7 @@ import { readDenials } from '../../../vm/net/denials.js';
 import { netModeOf } from '../../../smolfile/network.js';
 import { detachedOutputFile, readDetached } from '../../../vm/detach-state.js';
 import { TerminalSafeDecoder, terminalSafe } from '../../../util/terminal-safe.js';
-import { logTailOffset, pumpLog } from '../../../vm/backend/console.js';
+import { pumpConsoleLog } from '../../../vm/backend/console.js';
 
 const logsSchema = z.object({
   console: z.boolean().optional(), follow: z.boolean().optional(), tail: z.coerce.number().int().min(0).optional(), net: z.boolean().optional(),
@@ -45,35 +44,25 @@ export function register(parent: Command): void {
         if (!cur) return true; // removed: a --rm run whose command exited
         return detached ? readDetached(svc, cur)?.state === 'exited' : svc.refresh(cur).state !== 'running';
       };
-      // an open descriptor keeps reading after a --rm run's removal unlinks the file
-      let fd: number | null = fs.existsSync(file) ? fs.openSync(file, 'r') : null;
       // the guest wrote these bytes: escape sequences in them would act on this terminal (util/terminal-safe.ts)
       const safe = o.raw ? null : new TerminalSafeDecoder();
-      const print = (buf: Buffer) => process.stdout.write(safe ? safe.write(buf) : buf);
-      // the guest decides how big the log grows: it is read and printed a chunk at a time, never whole
-      let pos = 0;
-      if (fd !== null) {
-        const size = fs.fstatSync(fd).size;
-        pos = pumpLog(fd, o.tail !== undefined ? logTailOffset(fd, size, o.tail) : 0, size, print);
-      }
+      const print = (buf: Buffer) => { process.stdout.write(safe ? safe.write(buf) : buf); };
+      // the guest decides how big the log grows: it is read and printed a chunk at a time, never whole; the
+      // follower's open descriptor keeps reading after a --rm run's removal unlinks the file
+      const log = pumpConsoleLog(file, o.tail, print);
       if (!o.follow) {
-        if (fd !== null) fs.closeSync(fd);
+        log.close();
         return void (safe && process.stdout.write(safe.end()));
       }
-      const drain = () => {
-        if (fd === null && fs.existsSync(file)) fd = fs.openSync(file, 'r');
-        if (fd === null) return;
-        pos = pumpLog(fd, pos, fs.fstatSync(fd).size, print);
-      };
       await new Promise<void>((resolve) => {
         const timer = setInterval(() => {
           const done = ended();
-          drain();
+          log.drain(print);
           if (done) { clearInterval(timer); resolve(); }
         }, 200);
         process.once('SIGINT', () => { clearInterval(timer); resolve(); });
       });
-      if (fd !== null) fs.closeSync(fd);
+      log.close();
       if (safe) process.stdout.write(safe.end());
     });
 }

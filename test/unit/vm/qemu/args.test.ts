@@ -4,7 +4,7 @@ import { buildQemuArgs, opt, sandboxArgs, tcgCpu, tcgTbMiB, type QemuArgsInput }
 const base: QemuArgsInput = {
   accel: 'tcg', kernelPath: '/k/vmlinux', initrdPath: '/k/initrd.cpio', cmdline: 'console=ttyS0',
   memoryMiB: 256, cpus: 1, channel: { kind: 'serial', socketPaths: ['/r/agent0.sock'] },
-  qmpSocketPath: '/r/qmp.sock', consoleLogPath: '/m/console.log',
+  qmpSocketPath: '/r/qmp.sock', consoleFd: 3,
 };
 
 /** The value following each occurrence of `flag`. */
@@ -21,7 +21,7 @@ describe('buildQemuArgs', () => {
     expect(values(a, '-display')).toEqual(['none']);
     expect(values(a, '-m')).toEqual(['256M']);
     expect(values(a, '-serial')).toEqual(['chardev:con0']);
-    expect(values(a, '-chardev')).toContain('file,id=con0,path=/m/console.log');
+    expect(values(a, '-chardev')).toContain('file,id=con0,path=/dev/fdset/1,append=on');
     expect(values(a, '-qmp')).toEqual(['unix:/r/qmp.sock,server=on,wait=off']);
   });
 
@@ -98,8 +98,17 @@ describe('buildQemuArgs', () => {
 
   it('escapes commas in paths so they cannot inject options', () => {
     expect(opt('/a,b/c')).toBe('/a,,b/c');
-    const a = buildQemuArgs({ ...base, consoleLogPath: '/m,x/console.log' });
-    expect(values(a, '-chardev')).toContain('file,id=con0,path=/m,,x/console.log');
+    const a = buildQemuArgs({ ...base, qmpSocketPath: '/r,x/qmp.sock' });
+    expect(values(a, '-qmp')).toEqual(['unix:/r,,x/qmp.sock,server=on,wait=off']);
+  });
+
+  it('writes the console into the keeper\'s pipe, never a file of its own', () => {
+    // a guest may write its serial port forever: only the keeper (console-keeper.ts) bounds what reaches the disk
+    const a = buildQemuArgs(base);
+    expect(values(a, '-add-fd')).toEqual(['fd=3,set=1,opaque=console']);
+    const chardev = values(a, '-chardev').filter((c) => c.includes('id=con0'));
+    expect(chardev).toEqual(['file,id=con0,path=/dev/fdset/1,append=on']); // append: QEMU cannot truncate a pipe
+    expect(() => buildQemuArgs({ ...base, consoleFd: 1 })).toThrow(/consoleFd/);
   });
 
   it('rejects nonsensical sizes', () => {
@@ -124,7 +133,7 @@ describe('TCG CPU model', () => {
     expect(tcgCpu({ SMOL_TCG_CPU: 'max' })).toBe('max');
     const a = buildQemuArgs({
       accel: 'tcg', kernelPath: '/k', initrdPath: '/i', cmdline: 'c', memoryMiB: 256, cpus: 1,
-      channel: { kind: 'serial', socketPaths: ['/r/a.sock'] }, qmpSocketPath: '/r/q.sock', consoleLogPath: '/m/c.log',
+      channel: { kind: 'serial', socketPaths: ['/r/a.sock'] }, qmpSocketPath: '/r/q.sock', consoleFd: 3,
     });
     expect(a[a.indexOf('-cpu') + 1]).toBe(tcgCpu());
   });

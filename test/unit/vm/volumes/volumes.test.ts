@@ -97,7 +97,7 @@ describe('Smolfile volumes:', () => {
 
 const base: QemuArgsInput = {
   accel: 'tcg', kernelPath: '/k', initrdPath: '/i', cmdline: 'c', memoryMiB: 256, cpus: 1,
-  channel: { kind: 'serial', socketPaths: ['/r/a.sock'] }, qmpSocketPath: '/r/q.sock', consoleLogPath: '/m/c.log',
+  channel: { kind: 'serial', socketPaths: ['/r/a.sock'] }, qmpSocketPath: '/r/q.sock', consoleFd: 3,
 };
 
 describe('QEMU and kernel command line for volumes', () => {
