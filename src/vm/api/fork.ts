@@ -1,0 +1,10 @@
+/** `smol fork` and `smol snapshot save`: clones of a running machine, and fork points saved to clone from later (listing them: machines.ts). */
+
+/** Clones of a running machine, made from one pause of it (docs/fork.md); `--env` flags for each clone. */
+export { forkMachine, type ForkOptions, type ForkResult } from '../fork/fork.js';
+export { parseEnvFlags } from '../fork/plan.js';
+export type { CloneOutcome } from '../fork/clone.js';
+/** A fork point: a machine's memory and disk saved under a name (`smol snapshot save`). */
+export { saveForkPoint, type SaveResult } from '../fork/save.js';
+/** Clones from a saved fork point; `prepareClone` then `startPrepared` split the work for a pool of spares. */
+export { forkFromPoint, prepareClone, startPrepared, type FromPointOptions, type FromPointResult, type PreparedClone } from '../fork/from-point.js';
