@@ -113,6 +113,9 @@ int main(int argc, char **argv) {
      * holds the pipe's write end until it exits, and then the keeper is reparented */
     setsid();
     close(p[1]);
+    /* the keeper's command line ends at PIDFILE: what finds a machine's QEMU by its command line
+     * (pgrep -f 'qemu-system.*DIR') must not find the keeper too */
+    for (int i = 5; i < argc; i++) memset(argv[i], 0, strlen(argv[i]));
     int null = open("/dev/null", O_RDWR);
     if (null >= 0) {
       dup2(null, 0);
