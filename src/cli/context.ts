@@ -1,9 +1,6 @@
 /** What command handlers receive: the services, built lazily so `smol --help` opens nothing. */
 import type { Ora } from 'ora';
-import { openRegistry } from '../vm/registry/db.js';
-import { MachineStore } from '../vm/registry/machines.js';
-import { MachineService } from '../vm/service.js';
-import { createQemuEngine } from '../vm/qemu-engine.js';
+import { createQemuEngine, MachineService, MachineStore, openRegistry } from '../vm/api/machines.js';
 import type { MachineSource } from '../artifact/index.js';
 import fs from 'node:fs';
 import path from 'node:path';
@@ -14,7 +11,7 @@ let service: MachineService | undefined;
 
 /** How `smol pack create --from-vm/--image/-s` reads machines; the artifact code loads only here. */
 export async function machineSource(): Promise<MachineSource> {
-  const [{ machinePackSource }, { setMachineSource, getMachineSource }] = await Promise.all([import('../vm/pack-source.js'), import('../artifact/index.js')]);
+  const [{ machinePackSource }, { setMachineSource, getMachineSource }] = await Promise.all([import('../vm/api/pack.js'), import('../artifact/index.js')]);
   setMachineSource(machinePackSource(() => machineService()));
   return getMachineSource();
 }

@@ -1,7 +1,6 @@
 /** Wires the terminal to a guest command: stdin, raw TTY mode, Ctrl-C and window resizes. */
 import { ExitCode, InterruptedError } from '../errors/index.js';
-import type { ExecHandle } from '../vm/engine.js';
-import type { ExecIo } from '../vm/exec.js';
+import type { ExecHandle, ExecIo } from '../vm/api/exec.js';
 import { onBrokenPipe } from './broken-pipe.js';
 
 export interface TerminalIo {

@@ -8,7 +8,7 @@ import { ValidationError } from '../errors/index.js';
 import { loadSmolfile } from '../smolfile/load.js';
 import { mergeSpec } from '../smolfile/merge.js';
 import { cpusSchema, memorySchema, type Smolfile, type Volume } from '../smolfile/schema.js';
-import { checkVolumes, flagLabel, parseVolumeFlag, type HostVolume } from '../vm/volumes/spec.js';
+import { checkVolumes, flagLabel, parseVolumeFlag, type HostVolume } from '../vm/api/machines.js';
 import { allowSchema, portsSchema } from '../smolfile/network.js';
 import { parseLabelFlags } from '../smolfile/labels.js';
 import { secretFlagsSchema } from '../smolfile/secrets.js';

@@ -10,7 +10,7 @@
 import fs from 'node:fs';
 import path from 'node:path';
 import { assetsHome, dataPaths } from '../util/paths.js';
-import { startEarlyFingerprint } from '../vm/image/tree-fingerprint.js';
+import { startEarlyFingerprint } from '../vm/api/prefetch.js';
 
 export function prefetch(argv: string[]): void {
   try {

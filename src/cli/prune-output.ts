@@ -1,5 +1,5 @@
 /** How `smol prune`, `machine prune` and `pack prune` print their results. */
-import type { PruneSummary } from '../vm/prune/index.js';
+import type { PruneSummary } from '../vm/api/prune.js';
 import { formatBytes, printJson } from './output.js';
 
 export function printPrune(s: PruneSummary, json?: boolean): void {

@@ -15,15 +15,10 @@ import os from 'node:os';
 import { Writable } from 'node:stream';
 import { ConflictError, ForkError, NotFoundError, TimeoutError } from '../errors/index.js';
 import type { Smolfile } from '../smolfile/schema.js';
-import type { ExecHandle, ExecRequest } from '../vm/engine.js';
-import type { ExecIo, ExecResult } from '../vm/exec.js';
-import { forkMachine } from '../vm/fork/fork.js';
-import { prepareClone, startPrepared, type PreparedClone } from '../vm/fork/from-point.js';
-import { saveForkPoint } from '../vm/fork/save.js';
-import { ForkPointStore } from '../vm/registry/fork-points.js';
-import { pidAlive } from '../vm/registry/machines.js';
-import { runEphemeral } from '../vm/run.js';
-import type { MachineService } from '../vm/service.js';
+import {
+  forkMachine, ForkPointStore, pidAlive, prepareClone, runEphemeral, saveForkPoint, startPrepared,
+  type ExecHandle, type ExecIo, type ExecRequest, type ExecResult, type MachineService, type PreparedClone,
+} from '../vm/index.js';
 import { stageIsolation, type CpuStage } from './manifest.js';
 import { runStageOnChannel } from './vm-stage-io.js';
 import type { StageOutcome, StageRun, StageRunner } from './stage-runner.js';

@@ -2,7 +2,7 @@ import type { Command } from 'commander';
 import chalk from 'chalk';
 import { z } from 'zod';
 import { ExitCode } from '../../errors/index.js';
-import { runChecks, type CheckStatus } from '../../vm/backend/prereq.js';
+import { runChecks, type CheckStatus } from '../../vm/api/host.js';
 import { assetsHome } from '../../util/paths.js';
 import { printJson, printTable } from '../output.js';
 

@@ -1,8 +1,7 @@
 import type { Command } from 'commander';
 import { z } from 'zod';
 import { ForkError, UserError } from '../../errors/index.js';
-import { forkMachine, parseEnvFlags } from '../../vm/fork/index.js';
-import type { CloneOutcome } from '../../vm/fork/clone.js';
+import { forkMachine, parseEnvFlags, type CloneOutcome } from '../../vm/api/fork.js';
 import { machineService, progress } from '../context.js';
 import { durationSchema, parseFlags } from '../machine-options.js';
 import { parseLabelFlags } from '../../smolfile/labels.js';
@@ -66,8 +65,8 @@ Examples:
       const svc = machineService();
       try {
         if (o.save || o.from) {
-          const { saveForkPoint } = await import('../../vm/fork/save.js');
-          const { forkFromPoint } = await import('../../vm/fork/from-point.js');
+          const { saveForkPoint } = await import('../../vm/api/fork.js');
+          const { forkFromPoint } = await import('../../vm/api/fork.js');
           const saved = o.save ? await saveForkPoint(svc, name!, o.save, { onProgress: (m) => p.update(m) }) : null;
           const point = o.from ?? o.save!;
           const clones = o.from || o.count ? await forkFromPoint(svc, point, { count: o.count ?? 1, namePrefix: o.namePrefix, env: parseEnvFlags(o.env), labels: parseLabelFlags(o.label), onProgress: (m) => p.update(m) }) : null;

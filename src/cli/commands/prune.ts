@@ -1,5 +1,5 @@
 import type { Command } from 'commander';
-import { pruneAll, pruners } from '../../vm/prune/index.js';
+import { pruneAll, pruners } from '../../vm/api/prune.js';
 import { machineService } from '../context.js';
 import { printPrune } from '../prune-output.js';
 

@@ -2,8 +2,8 @@ import type { Command } from 'commander';
 import { Option } from 'commander';
 import { z } from 'zod';
 import { UserError } from '../../errors/index.js';
-import { runEphemeral } from '../../vm/run.js';
-import { exitCodeOf } from '../../vm/exec.js';
+import { runEphemeral } from '../../vm/api/run.js';
+import { exitCodeOf } from '../../vm/api/exec.js';
 import { machineService, progress } from '../context.js';
 import { terminalIo } from '../exec-io.js';
 import { addMachineOptions, addTerminalOptions, durationSchema, parseFlags, specFromFlags, terminalFlags } from '../machine-options.js';
@@ -47,7 +47,7 @@ export function register(program: Command): void {
     .action(async (command: string[], opts: Record<string, unknown>) => {
       const o = parseFlags(runOptionsSchema, opts);
       if (o.supervise) {
-        const { superviseDetached } = await import('../../vm/detach.js');
+        const { superviseDetached } = await import('../../vm/api/run.js');
         return superviseDetached(machineService(), o.supervise, o.report ?? '/dev/null');
       }
       const spec = specFromFlags(opts);
@@ -73,7 +73,7 @@ async function runDetached(spec: ReturnType<typeof specFromFlags>, argv: string[
   if (o.tty || o.interactive) {
     throw new UserError(`${o.tty ? '-t' : '-i'} cannot be used with -d`, { where: o.tty ? '--tty' : '--interactive', hint: 'A detached command has no terminal or stdin; open a shell in it instead: smol machine shell NAME' });
   }
-  const { startDetached } = await import('../../vm/detach.js');
+  const { startDetached } = await import('../../vm/api/run.js');
   const { InterruptedError } = await import('../../errors/index.js');
   const ctl = new AbortController();
   const onSig = (code: 130 | 143) => () => ctl.abort(new InterruptedError(code === 130 ? 'interrupted' : 'terminated', code));

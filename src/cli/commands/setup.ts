@@ -1,6 +1,6 @@
 import type { Command } from 'commander';
 import { z } from 'zod';
-import { runSetup } from '../../vm/backend/prereq.js';
+import { runSetup } from '../../vm/api/host.js';
 import { assetsHome } from '../../util/paths.js';
 import { formatDuration, printJson, printTable } from '../output.js';
 

@@ -15,7 +15,7 @@ export function register(program: Command): void {
     .argument('<point>', 'the fork point\'s name')
     .option('--json', 'print the result as JSON')
     .action(async (machine: string, point: string, opts: { json?: boolean }) => {
-      const { saveForkPoint } = await import('../../vm/fork/save.js');
+      const { saveForkPoint } = await import('../../vm/api/fork.js');
       const p = progress(opts.json);
       try {
         const r = await saveForkPoint(machineService(), machine, point, { onProgress: (m) => p.update(m) });
@@ -31,7 +31,7 @@ export function register(program: Command): void {
     .description('list saved fork points with what they hold and the clones using them')
     .option('--json', 'print as JSON')
     .action(async (opts: { json?: boolean }) => {
-      const { listPoints } = await import('../../vm/fork/points.js');
+      const { listPoints } = await import('../../vm/api/machines.js');
       const points = listPoints(machineService());
       if (opts.json) return printJson(points);
       printTable(['POINT', 'MACHINE', 'MEMORY', 'TEMPLATE', 'STATE', 'DISK', 'CLONES', 'CREATED'], points.map((v) => [
@@ -46,7 +46,7 @@ export function register(program: Command): void {
     .option('--json', 'print the result as JSON')
     .action(async (point: string, opts: unknown) => {
       const o = parseFlags(rmSchema, opts);
-      const { removePoint } = await import('../../vm/fork/points.js');
+      const { removePoint } = await import('../../vm/api/machines.js');
       const r = removePoint(machineService(), point, { force: o.force });
       if (o.json) return printJson({ point, ...r });
       process.stdout.write(r.freed ? `removed ${point}\n` : `removed the name ${point}; its files go with its last clone (${r.clones.length} left)\n`);

@@ -24,8 +24,8 @@ export { checkVolumes, flagLabel, parseVolumeFlag, type HostVolume } from '../vo
 export { checkPortsFree } from '../net/ports.js';
 /** Connections and DNS names the network policy refused, from a machine's logs (`machine logs --denied`). */
 export { readDenials, type Denial } from '../net/denials.js';
-/** The console log read from its end a chunk at a time (`machine logs -n`), and copied out bounded. */
-export { logTailOffset, pumpLog } from '../backend/console.js';
+/** `machine logs`: a log (and its rotated generation) printed a chunk at a time, or its last N lines, then followed. */
+export { pumpConsoleLog, type LogFollower } from '../backend/console.js';
 /** `smol machine update`: a stopped machine's spec and labels changed in place. */
 export { updateMachine, type SpecPatch, type LabelPatch, type UpdateResult } from '../update.js';
 /** The host side of the guest agent protocol (docs/agent-protocol.md). */

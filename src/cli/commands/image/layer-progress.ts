@@ -3,7 +3,7 @@
  * flight, each finished layer gets its own ✔ line); nothing otherwise (or with --json).
  */
 import type { Ora } from 'ora';
-import type { LayerEvent } from '../../../vm/image/pull.js';
+import type { LayerEvent } from '../../../vm/api/images.js';
 import { formatBytes } from '../../output.js';
 import { spinnerTerminal } from '../../color.js';
 

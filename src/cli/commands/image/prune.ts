@@ -2,7 +2,7 @@ import type { Command } from 'commander';
 import { formatBytes, printJson } from '../../output.js';
 
 /** The image service loads on use: `smol image pull` should not pay for sqlite and tar at start-up. */
-const manage = () => import('../../../vm/image/manage.js');
+const manage = () => import('../../../vm/api/images.js');
 
 export function register(parent: Command): void {
   parent.command('prune')

@@ -17,7 +17,7 @@ export function register(parent: Command): void {
     .action(async (ref: string, raw: Record<string, unknown>) => {
       const o = imagePullSchema.parse(raw);
       const progress = await layerProgress(o.json);
-      const { pullImage } = await import('../../../vm/image/pull.js'); // loaded on use: start-up is part of every pull
+      const { pullImage } = await import('../../../vm/api/images.js'); // loaded on use: start-up is part of every pull
       const r = await pullImage(ref, assetsHome(), { offline: o.offline, plainHttp: o.plainHttp, build: o.build, onLayer: progress.onLayer })
         .finally(() => progress.stop());
       const { image, ...rest } = r;

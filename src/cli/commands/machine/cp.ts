@@ -1,8 +1,7 @@
 import type { Command } from 'commander';
 import { z } from 'zod';
 import { ExitCode, InterruptedError } from '../../../errors/index.js';
-import { DEFAULT_IDLE_MS, DEFAULT_MAX_BYTES } from '../../../vm/copy-guard.js';
-import { copy, parseCopyEnd } from '../../../vm/exec.js';
+import { copy, DEFAULT_IDLE_MS, DEFAULT_MAX_BYTES, parseCopyEnd } from '../../../vm/api/exec.js';
 import { machineService } from '../../context.js';
 import { durationSchema, parseFlags } from '../../machine-options.js';
 import { formatBytes, printJson } from '../../output.js';

@@ -4,7 +4,7 @@ import { UserError } from '../../../errors/index.js';
 import { machineService, progress } from '../../context.js';
 import { addMachineOptions, specFromFlags } from '../../machine-options.js';
 import { printJson } from '../../output.js';
-import { checkPortsFree } from '../../../vm/net/ports.js';
+import { checkPortsFree } from '../../../vm/api/machines.js';
 import { machineView } from './view.js';
 
 type CreateFlags = { start?: boolean; json?: boolean; from?: string; image?: string; smolfile?: string; cpus?: string; mem?: string; workdir?: string; env?: string[] };
@@ -44,7 +44,7 @@ Examples:
       const p = progress(opts.json);
       try {
         if (art?.manifest.resume) {
-          const notice = await (await import('../../../vm/resume.js')).resumeNotice(svc, opts.from!, art.manifest, spec);
+          const notice = await (await import('../../../vm/api/pack.js')).resumeNotice(svc, opts.from!, art.manifest, spec);
           if (notice) process.stderr.write(`smol: ${notice}\n`);
         }
         if (opts.start) await checkPortsFree(spec.ports, name); // a taken host port: nothing made

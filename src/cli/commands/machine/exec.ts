@@ -1,7 +1,7 @@
 import type { Command } from 'commander';
 import { z } from 'zod';
 import { UserError } from '../../../errors/index.js';
-import { execInMachine, exitCodeOf } from '../../../vm/exec.js';
+import { execInMachine, exitCodeOf } from '../../../vm/api/exec.js';
 import { machineService } from '../../context.js';
 import { terminalIo } from '../../exec-io.js';
 import { LinePrefixer } from '../../line-prefix.js';
@@ -44,7 +44,7 @@ export function register(parent: Command): void {
       const conflict = o.tty ? '--tty' : o.interactive ? '--interactive' : o.timeout !== undefined ? '--timeout' : null;
       if (o.detach) {
         if (conflict || o.stream) throw new UserError(`${conflict ?? '--stream'} cannot be used with -d`, { where: conflict ?? '--stream', hint: 'A background command has no terminal, stdin or output here: read its log with smol machine exec NAME -- cat /run/smol/exec/PID.log' });
-        const { execDetached } = await import('../../../vm/exec-detached.js');
+        const { execDetached } = await import('../../../vm/api/exec.js');
         const r = await execDetached(machineService(), name, { argv: command, env, cwd: o.workdir }, { secrets });
         if (o.json) printJson(r);
         else process.stdout.write(`${r.pid}\n`);

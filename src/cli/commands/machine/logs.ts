@@ -3,11 +3,9 @@ import { z } from 'zod';
 import { machineService } from '../../context.js';
 import { parseFlags } from '../../machine-options.js';
 import { printJson, printTable } from '../../output.js';
-import { readDenials } from '../../../vm/net/denials.js';
 import { netModeOf } from '../../../smolfile/network.js';
-import { detachedOutputFile, readDetached } from '../../../vm/detach-state.js';
 import { TerminalSafeDecoder, terminalSafe } from '../../../util/terminal-safe.js';
-import { pumpConsoleLog } from '../../../vm/backend/console.js';
+import { detachedOutputFile, pumpConsoleLog, readDenials, readDetached } from '../../../vm/api/machines.js';
 
 const logsSchema = z.object({
   console: z.boolean().optional(), follow: z.boolean().optional(), tail: z.coerce.number().int().min(0).optional(), net: z.boolean().optional(),

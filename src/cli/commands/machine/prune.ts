@@ -1,5 +1,5 @@
 import type { Command } from 'commander';
-import { pruneAll, pruneMachines } from '../../../vm/prune/index.js';
+import { pruneAll, pruneMachines } from '../../../vm/api/prune.js';
 import { machineService } from '../../context.js';
 import { printPrune } from '../../prune-output.js';
 

@@ -1,7 +1,7 @@
 import type { Command } from 'commander';
 import { z } from 'zod';
-import { execInMachine, exitCodeOf } from '../../../vm/exec.js';
-import { refuseRestart } from '../../../vm/detach-state.js';
+import { execInMachine, exitCodeOf } from '../../../vm/api/exec.js';
+import { refuseRestart } from '../../../vm/api/machines.js';
 import { machineService, progress } from '../../context.js';
 import { terminalIo } from '../../exec-io.js';
 import { envFromList, envListSchema, parseFlags } from '../../machine-options.js';

@@ -4,7 +4,7 @@ import { durationSchema, parseFlags } from '../../machine-options.js';
 import { printJson, formatDuration } from '../../output.js';
 import { z } from 'zod';
 import { machineView } from './view.js';
-import { refuseRestart } from '../../../vm/detach-state.js';
+import { refuseRestart } from '../../../vm/api/machines.js';
 
 const startSchema = z.object({ bootTimeout: durationSchema.optional(), json: z.boolean().optional(), forkable: z.boolean().optional() });
 

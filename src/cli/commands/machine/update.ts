@@ -5,7 +5,7 @@ import { parseLabelFlags } from '../../../smolfile/labels.js';
 import { allowSchema, portsSchema } from '../../../smolfile/network.js';
 import { cpusSchema, memorySchema } from '../../../smolfile/schema.js';
 import { secretFlagsSchema } from '../../../smolfile/secrets.js';
-import { updateMachine, type SpecPatch } from '../../../vm/update.js';
+import { updateMachine, type SpecPatch } from '../../../vm/api/machines.js';
 import { machineService } from '../../context.js';
 import { envFromList, envListSchema, parseFlags, volumesFromFlags } from '../../machine-options.js';
 import { printJson } from '../../output.js';

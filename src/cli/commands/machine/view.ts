@@ -1,9 +1,6 @@
 /** The public shape of a machine in `ls`/`status` output (stable for --json consumers). */
-import type { MachineRecord } from '../../../vm/registry/machines.js';
-import type { MachineService } from '../../../vm/service.js';
-import { diskUsage, memoryUsage } from '../../../vm/usage.js';
+import { diskUsage, memoryUsage, readDetached, type MachineRecord, type MachineService } from '../../../vm/api/machines.js';
 import { formatAllow } from '../../../smolfile/network.js';
-import { readDetached } from '../../../vm/detach-state.js';
 
 export function machineView(svc: MachineService, r: MachineRecord) {
   const layout = svc.layout(r);

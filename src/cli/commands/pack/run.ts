@@ -1,13 +1,13 @@
 import path from 'node:path';
 import type { Command } from 'commander';
 import { NotFoundError } from '../../../errors/index.js';
-import { exitCodeOf } from '../../../vm/exec.js';
-import { runEphemeral } from '../../../vm/run.js';
+import { exitCodeOf } from '../../../vm/api/exec.js';
+import { runEphemeral } from '../../../vm/api/run.js';
 import { mergeSpec } from '../../../smolfile/merge.js';
 import { machineService, progress } from '../../context.js';
 import { terminalIo } from '../../exec-io.js';
 import { addMachineOptionsNamed, addTerminalOptions, envFromList, machineFlagsSchema, parseFlags, secretsFromFlags, terminalFlags, volumeLabels, volumesFromFlags } from '../../machine-options.js';
-import { checkVolumes } from '../../../vm/volumes/spec.js';
+import { checkVolumes } from '../../../vm/api/machines.js';
 import { inspectArtifact } from '../../../artifact/index.js';
 import fs from 'node:fs';
 
@@ -52,7 +52,7 @@ export function register(parent: Command): void {
       });
       checkVolumes(spec.volumes, volumeLabels(spec.volumes, 0));
       const svc = machineService();
-      const notice = manifest.resume ? await (await import('../../../vm/resume.js')).resumeNotice(svc, file, manifest, spec) : null;
+      const notice = manifest.resume ? await (await import('../../../vm/api/pack.js')).resumeNotice(svc, file, manifest, spec) : null;
       if (notice) process.stderr.write(`smol: ${notice}\n`);
       const argv = command.length ? command : spec.command ?? ['/bin/sh'];
       const term = terminalIo({ interactive: o.interactive, tty: o.tty, timeoutMs: o.timeout });
