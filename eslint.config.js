@@ -1,5 +1,51 @@
+import path from 'node:path';
+import { fileURLToPath } from 'node:url';
 import js from '@eslint/js';
 import tseslint from 'typescript-eslint';
+
+// The floors of src (issue #32): a module imports from its own floor or a lower one, never a higher one, so
+// the arrows run down cli → rollout → vm → artifact/ledger/cuda/registry → smolfile/util → errors. Outside
+// src/vm, vm is entered only through its doors: src/vm/index.ts, or a room of it under src/vm/api/ (the CLI
+// uses the rooms so that a command loads only the part of vm it needs; see src/vm/index.ts). A local rule
+// rather than no-restricted-imports: that rule skips import() (every lazy load of the CLI is one), and an
+// import's text cannot tell src/registry from src/vm/registry, while its resolved path can.
+const srcDir = path.join(path.dirname(fileURLToPath(import.meta.url)), 'src');
+const floors = { index: 5, cli: 5, rollout: 4, vm: 3, artifact: 2, ledger: 2, cuda: 2, registry: 2, smolfile: 1, util: 1, errors: 0 };
+const floorPath = 'cli → rollout → vm → artifact/ledger/cuda/registry → smolfile/util → errors';
+const vmDoor = /^vm\/(index|api\/[\w-]+)\.[jt]s$/;
+const floorOf = (rel) => (rel.includes('/') ? rel.split('/')[0] : rel.replace(/\.[jt]s$/, ''));
+const floorsRule = {
+  meta: { type: 'problem', schema: [] },
+  create(context) {
+    const file = context.filename;
+    const from = path.relative(srcDir, file).split(path.sep).join('/');
+    if (from.startsWith('..')) return {};
+    const check = (node, spec) => {
+      if (typeof spec !== 'string' || !spec.startsWith('.')) return;
+      const to = path.relative(srcDir, path.resolve(path.dirname(file), spec)).split(path.sep).join('/');
+      if (to.startsWith('..')) return;
+      const [a, b] = [floorOf(from), floorOf(to)];
+      const unplaced = [a, b].find((x) => !Object.hasOwn(floors, x));
+      if (unplaced) return context.report({ node, message: `src/${unplaced} has no floor: give it one in eslint.config.js (floors).` });
+      if (floors[b] > floors[a]) {
+        return context.report({ node, message: `src/${from} imports src/${to}, a floor above it (${a} is below ${b}): imports run down ${floorPath}.` });
+      }
+      if (b === 'vm' && a !== 'vm' && !vmDoor.test(to)) {
+        return context.report({ node, message: `src/${from} imports src/${to}, inside src/vm: import the machine API from src/vm/index.ts (or the src/vm/api/ room that exports it), adding the export there if it is missing.` });
+      }
+      if (a === 'vm' && b === 'vm' && vmDoor.test(to) && !vmDoor.test(from)) {
+        return context.report({ node, message: `src/${from} imports the door src/${to}: inside vm, import the module itself (a door re-exports much of vm, and an import back through it makes an ESM cycle).` });
+      }
+    };
+    return {
+      ImportDeclaration: (n) => check(n.source, n.source.value),
+      ExportNamedDeclaration: (n) => n.source && check(n.source, n.source.value),
+      ExportAllDeclaration: (n) => check(n.source, n.source.value),
+      ImportExpression: (n) => check(n.source, n.source.value),
+      TSImportType: (n) => check(n, (n.source ?? n.argument?.literal)?.value), // `source` since typescript-eslint 8.x
+    };
+  },
+};
 
 // Layering rules from DESIGN.md §1/§7: only util/exec imports execa, only the daemon's driver imports
 // koffi, services never import the CLI stack.
@@ -30,6 +76,7 @@ export default tseslint.config(
     ], patterns: [{ group: ['**/cli/**', '../cli/*'], message: 'Services never import the CLI layer.' }] }] },
   },
   { files: ['src/util/exec.ts', 'src/cuda/daemon/driver.ts', 'src/cuda/daemon/driver/**', 'src/util/ffi.ts'], rules: { 'no-restricted-imports': 'off' } },
+  { files: ['src/**/*.ts'], plugins: { smol: { rules: { floors: floorsRule } } }, rules: { 'smol/floors': 'error' } },
   // A thread stopped from outside inside a koffi call aborts the process (docs/cuda.md, "Stopping").
   {
     files: ['src/cuda/**/*.ts', 'src/vm/gpu.ts'],
