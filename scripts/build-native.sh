@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Builds every native part: each directory under shims/, host/ (new host-side helpers) and test/fixtures/ that has a Makefile.
+# Builds every native part: each directory under shims/ (runs in the guest), host/ (host-side helpers) and test/fixtures/ that has a Makefile.
 # Outputs go to build/ (see src/util/paths.ts). make keeps this incremental.
 set -euo pipefail
 cd "$(dirname "$0")/.."

@@ -6,7 +6,7 @@
  * itself into the stage (pivot_root), so guest writes to a read-only volume fail with EROFS on the host
  * side whatever the guest's mount flags say, and a symlink in a share resolves inside the guest, never to
  * the host's files. The binds are `nosuid,nodev`, and virtiofsd runs under smol-fsguard's seccomp filter
- * (shims/fsguard), so a guest can never give a host file a setuid or setgid bit or make a device node
+ * (host/fsguard), so a guest can never give a host file a setuid or setgid bit or make a device node
  * there. virtiofsd exits by itself when QEMU disconnects; smol also stops it with its machine and
  * `machine ls` sweeps one whose QEMU died.
  */
@@ -22,7 +22,7 @@ import type { MachineLayout } from '../layout.js';
 import { isRunning, waitGone } from '../backend/process.js';
 
 export const VIRTIOFSD = process.env.SMOL_VIRTIOFSD ?? '/usr/lib/qemu/virtiofsd';
-/** The seccomp wrapper virtiofsd always runs under (shims/fsguard); never optional, so no override. */
+/** The seccomp wrapper virtiofsd always runs under (host/fsguard); never optional, so no override. */
 export const FSGUARD = path.join(buildPaths.root, 'smol-fsguard');
 /** The one virtiofs tag a machine's guest mounts; volume N is the stage's directory N. */
 export const VIRTIOFS_TAG = 'smol';
