@@ -15,9 +15,11 @@ import { ExitCode, InterruptedError, SmolError, type ExitCodeValue } from '../er
 import type { Smolfile } from '../smolfile/schema.js';
 import { spawnDaemon } from '../util/exec.js';
 import type { ExecRequest } from './engine.js';
+import { consoleMaxBytes } from './backend/console-keeper.js';
 import { exitCodeOf } from './exec.js';
 import { checkPortsFree } from './net/ports.js';
 import { pidAlive, type MachineRecord } from './registry/machines.js';
+import { RotatingLog } from './rotating-log.js';
 import { runCreated } from './run.js';
 import type { MachineService } from './service.js';
 import { files, updateDetached, writeJson, type DetachedState } from './detach-state.js';
@@ -90,7 +92,8 @@ export async function superviseDetached(svc: MachineService, id: string, reportF
   const stop = (code: 130 | 143) => ctl.abort(new InterruptedError(code === 130 ? 'interrupted' : 'terminated', code));
   process.on('SIGTERM', () => stop(143));
   process.on('SIGINT', () => stop(130));
-  const out = fs.createWriteStream(f.output, { flags: 'a' });
+  // the guest command decides how much it prints: the host keeps at most twice the console's cap of it
+  const out = new RotatingLog(f.output, consoleMaxBytes());
   let reported = false;
   const report = (rep: Report) => {
     if (reported) return;

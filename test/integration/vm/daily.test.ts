@@ -79,6 +79,21 @@ describe('smol run -d (detached throwaway machines)', () => {
     expect((await smol(['machine', 'rm', 'job3'], { home })).code).toBe(0);
   });
 
+  it('a detached command that prints without end fills at most twice the console cap of host disk', async () => {
+    const env = { SMOL_CONSOLE_MAX_BYTES: '16384' };
+    const cmd = ['sh', '-c', 'yes flood-line | head -n 20000; echo END-MARK'];
+    expect((await smol(['run', '-d', '--no-rm', '--name', 'job4', '--', ...cmd], { home, env })).code).toBe(0);
+    const st = await until(async () => {
+      const s = json((await smol(['machine', 'status', 'job4', '--json'], { home })).stdout);
+      return s.detached.state === 'exited' ? s : undefined;
+    });
+    const out = path.join(st.dir as string, 'output.log');
+    expect(fs.statSync(out).size).toBeLessThanOrEqual(16384);
+    expect(fs.statSync(`${out}.1`).size).toBeLessThanOrEqual(16384);
+    expect((await smol(['machine', 'logs', '-n', '1', 'job4'], { home })).stdout).toBe('END-MARK\n');
+    expect((await smol(['machine', 'rm', 'job4'], { home })).code).toBe(0);
+  });
+
   it('a boot that fails is reported by run -d with its exit code and leaves nothing', async () => {
     const r = await smol(['run', '-d', '--boot-timeout', '0.001', '--cold-boot', '--', 'true'], { home });
     expect(r.code).toBe(71);
