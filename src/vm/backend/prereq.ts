@@ -14,7 +14,8 @@ import { resolveImage } from '../image/resolve.js';
 import { BUSYBOX } from '../image/tree.js';
 import { findQemu, kvmUsable, vhostVsockAvailable } from '../qemu/detect.js';
 import { kvmBoots, type ProbeResult } from './kvm-probe.js';
-import { VIRTIOFSD } from '../volumes/virtiofsd.js';
+import { FSGUARD, VIRTIOFSD } from '../volumes/virtiofsd.js';
+import { CONSOLE_KEEPER } from './console-keeper.js';
 
 export type CheckStatus = 'ok' | 'warn' | 'missing';
 export interface Check { name: string; status: CheckStatus; required: boolean; detail: string; fix?: string }
@@ -64,6 +65,16 @@ export async function runChecks(home: string): Promise<Check[]> {
   checks.push(agent
     ? { name: 'guest agent', status: 'ok', required: true, detail: buildPaths.agent }
     : { name: 'guest agent', status: 'missing', required: true, detail: `${buildPaths.agent} not built`, fix: 'npm run build (needs gcc, make, libc6-dev)' });
+  // host-side helpers from host/: every boot's console goes through the keeper; volumes need the guard
+  for (const h of [
+    { name: 'console keeper', file: CONSOLE_KEEPER, required: true, why: 'every machine\'s console log (bounded on disk)' },
+    { name: 'volume guard', file: FSGUARD, required: false, why: '-v volumes (virtiofsd under its seccomp filter)' },
+  ]) {
+    const ok = await access(h.file, constants.X_OK).then(() => true, () => false);
+    checks.push(ok
+      ? { name: h.name, status: 'ok', required: h.required, detail: h.file }
+      : { name: h.name, status: h.required ? 'missing' : 'warn', required: h.required, detail: `${h.file} not built: needed for ${h.why}`, fix: 'npm run build (needs gcc, make, libc6-dev)' });
+  }
   const dev = await kvmUsable();
   const kvm: ProbeResult = dev.ok && qemu && kernel ? await kvmBoots(qemu.path, kernel.vmlinux) : dev;
   checks.push(kvm.ok
