@@ -100,8 +100,12 @@ async function main() {
   const daemon = await startGpuDaemon({ listen: `unix:${path.join(dir, 'cuda.sock')}`, libcuda: driverPath });
   try {
     const direct = measure(bind(driverPath));
-    process.env.SMOL_CUDA_ENDPOINT = daemon.endpoint;
-    const remoted = measure(bind(path.join(build, 'libcuda.so.1')));
+    // the shim's calls block the thread that makes them, and a session's admission is answered by the daemon's
+    // event loop: the remoted side must run in a process of its own, as a guest's program does
+    const { stdout } = await execFileAsync(process.execPath, [...process.execArgv, fileURLToPath(import.meta.url), '--measure-remoted', ...(quick ? ['--quick'] : [])], {
+      env: { ...process.env, SMOL_CUDA_ENDPOINT: daemon.endpoint }, maxBuffer: 1 << 20,
+    });
+    const remoted = JSON.parse(stdout) as Result;
     const rows: [string, number, number, string, string][] = [
       ['cuInit (remoted: connect + handshake + session start), ms', direct.initMs, remoted.initMs, 'lower', ''],
       ['sync null call p50 (cuCtxGetDevice), µs', direct.nullP50, remoted.nullP50, 'lower', '≤ 25'],
@@ -170,4 +174,5 @@ async function programRows(endpoint: string, dir: string): Promise<void> {
   }
 }
 
-main().catch((err) => { console.error(err); process.exit(1); });
+if (process.argv.includes('--measure-remoted')) process.stdout.write(JSON.stringify(measure(bind(path.join(build, 'libcuda.so.1')))));
+else main().catch((err) => { console.error(err); process.exit(1); });
