@@ -10,6 +10,7 @@ export const serveSchema = z.object({
   libcuda: z.string().min(1).optional(),
   quota: z.string().regex(/^\d+(\.\d+)?[KMGT]?i?B?$/i, 'expected a size such as 8GiB').optional(),
   control: z.string().min(1).optional(),
+  maxSessions: z.coerce.number().int().min(1).max(1024).optional(),
   json: z.boolean().optional(),
 }).strict();
 
@@ -24,11 +25,12 @@ export function register(parent: Command): void {
     .option('--listen <endpoint>', 'unix:PATH | tcp:HOST:PORT | vsock:PORT', `unix:${path.join(dataPaths().run, 'cuda.sock')}`)
     .option('--libcuda <path>', 'libcuda.so.1 to load (default: the system\'s)')
     .option('--quota <size>', 'device memory each guest process may hold, e.g. 8GiB')
+    .option('--max-sessions <n>', 'guest processes served at once; more are refused (default $SMOL_GPU_MAX_SESSIONS, else 8)')
     .option('--control <path>', 'status socket for `smol gpu status`', path.join(dataPaths().run, 'gpu.ctl'))
     .option('--json', 'print the endpoint as JSON once listening')
     .action(async (raw) => {
       const opts = serveSchema.parse(raw);
-      const daemon = await startGpuDaemon({ listen: opts.listen, libcuda: opts.libcuda, quotaBytes: opts.quota ? parseSize(opts.quota) : undefined, control: opts.control });
+      const daemon = await startGpuDaemon({ listen: opts.listen, libcuda: opts.libcuda, quotaBytes: opts.quota ? parseSize(opts.quota) : undefined, control: opts.control, maxSessions: opts.maxSessions });
       if (opts.json) printJson({ endpoint: daemon.endpoint, control: daemon.control, pid: process.pid });
       else process.stdout.write(`smol gpu: serving ${daemon.endpoint} (status: ${daemon.control})\n`);
       await new Promise<void>((resolve) => {
