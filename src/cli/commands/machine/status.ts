@@ -3,6 +3,7 @@ import { machineService } from '../../context.js';
 import { formatBytes, printJson } from '../../output.js';
 import { machineView } from './view.js';
 import { formatPort } from '../../../smolfile/network.js';
+import { terminalSafe } from '../../../util/terminal-safe.js';
 
 export function register(parent: Command): void {
   parent.command('status')
@@ -21,7 +22,7 @@ export function register(parent: Command): void {
       process.stdout.write(`${'secrets'.padEnd(12)} ${[...secrets.env.map((n) => `env:${n}`), ...secrets.files.map((n) => `file:${n}`)].join(' ') || '-'}\n`);
       process.stdout.write(`${'allow'.padEnd(12)} ${allow.join(' ') || (v.net ? 'all but the host and link-local' : '-')}\n`);
       if (detached) {
-        const how = detached.state !== 'exited' ? detached.state : detached.exitCode !== null ? `exited ${detached.exitCode}` : `ended: ${detached.error ?? 'unknown'}`;
+        const how = detached.state !== 'exited' ? detached.state : detached.exitCode !== null ? `exited ${detached.exitCode}` : `ended: ${terminalSafe(detached.error ?? 'unknown')}`;
         process.stdout.write(`${'command'.padEnd(12)} ${detached.command.join(' ')} (${how}${detached.rm ? ', removed on exit' : ''})\n`);
       }
       const m = usage.memory;
