@@ -8,7 +8,7 @@ import tseslint from 'typescript-eslint';
 // src/vm, vm is entered only through its doors: src/vm/index.ts, or a room of it under src/vm/api/ (the CLI
 // uses the rooms so that a command loads only the part of vm it needs; see src/vm/index.ts). A local rule
 // rather than no-restricted-imports: that rule skips import() (every lazy load of the CLI is one), and an
-// import's text cannot tell src/registry from src/vm/registry, while its resolved path can.
+// import's text cannot tell src/registry from src/vm/store, while its resolved path can.
 const srcDir = path.join(path.dirname(fileURLToPath(import.meta.url)), 'src');
 const floors = { index: 5, cli: 5, rollout: 4, vm: 3, artifact: 2, ledger: 2, cuda: 2, registry: 2, smolfile: 1, util: 1, errors: 0 };
 const floorPath = 'cli → rollout → vm → artifact/ledger/cuda/registry → smolfile/util → errors';

@@ -15,9 +15,9 @@ import { smolfileSchema } from '../src/smolfile/schema.js';
 import { execOnChannel } from '../src/vm/exec.js';
 import { forkMachine } from '../src/vm/fork/index.js';
 import { QmpClient } from '../src/vm/qemu/qmp.js';
-import { createQemuEngine } from '../src/vm/qemu-engine.js';
-import { openRegistry } from '../src/vm/registry/db.js';
-import { MachineStore } from '../src/vm/registry/machines.js';
+import { createQemuEngine } from '../src/vm/qemu/engine.js';
+import { openMachineDb } from '../src/vm/store/db.js';
+import { MachineStore } from '../src/vm/store/machines.js';
 import { MachineService } from '../src/vm/service.js';
 import { dataPaths } from '../src/util/paths.js';
 import { benchHome, quickMode, requireGuest } from './env.js';
@@ -30,7 +30,7 @@ const { home, assets, ownHome } = benchHome('fork');
 requireGuest(assets);
 const MiB = 1024 * 1024;
 const spec = smolfileSchema.parse({ memory: 256 });
-const svc = new MachineService({ home, store: new MachineStore(openRegistry(dataPaths(home).registry)), engine: createQemuEngine(home) });
+const svc = new MachineService({ home, store: new MachineStore(openMachineDb(dataPaths(home).machineDb)), engine: createQemuEngine(home) });
 const sink = () => new Writable({ write(_c, _e, cb) { cb(); } });
 
 /** kB fields of /proc/<pid>/smaps_rollup or status, in MiB. */

@@ -19,9 +19,9 @@ import path from 'node:path';
 import { Writable } from 'node:stream';
 import { assetsHome, dataPaths } from '../src/util/paths.js';
 import { MachineService } from '../src/vm/service.js';
-import { MachineStore } from '../src/vm/registry/machines.js';
-import { openRegistry } from '../src/vm/registry/db.js';
-import { createQemuEngine } from '../src/vm/qemu-engine.js';
+import { MachineStore } from '../src/vm/store/machines.js';
+import { openMachineDb } from '../src/vm/store/db.js';
+import { createQemuEngine } from '../src/vm/qemu/engine.js';
 import { execOnChannel } from '../src/vm/exec.js';
 import type { GuestChannel } from '../src/vm/engine.js';
 import { smolfileSchema } from '../src/smolfile/schema.js';
@@ -201,7 +201,7 @@ const SECTIONS: Record<string, Section> = { volumes, ports };
 
 async function main(): Promise<void> {
   const kvm = (await hostAccel()) === 'kvm';
-  const svc = new MachineService({ home, store: new MachineStore(openRegistry(dataPaths(home).registry)), engine: createQemuEngine(home) });
+  const svc = new MachineService({ home, store: new MachineStore(openMachineDb(dataPaths(home).machineDb)), engine: createQemuEngine(home) });
   const scratch = fs.mkdtempSync(path.join(os.tmpdir(), 'smol-bench-io-data-'));
   const pick = (process.env.BENCH_IO ?? Object.keys(SECTIONS).join(',')).split(',').filter(Boolean);
   const rows: Row[] = [];

@@ -22,9 +22,9 @@ import { smolfileSchema } from '../src/smolfile/schema.js';
 import { execOnChannel } from '../src/vm/exec.js';
 import { forkFromPoint, prepareClone, startPrepared } from '../src/vm/fork/from-point.js';
 import { saveForkPoint } from '../src/vm/fork/save.js';
-import { createQemuEngine } from '../src/vm/qemu-engine.js';
-import { openRegistry } from '../src/vm/registry/db.js';
-import { MachineStore } from '../src/vm/registry/machines.js';
+import { createQemuEngine } from '../src/vm/qemu/engine.js';
+import { openMachineDb } from '../src/vm/store/db.js';
+import { MachineStore } from '../src/vm/store/machines.js';
 import { MachineService } from '../src/vm/service.js';
 import { dataPaths } from '../src/util/paths.js';
 import { benchHome, quickMode, requireGuest } from './env.js';
@@ -37,7 +37,7 @@ const CHUNK = Math.min(ATTEMPTS, Number(process.env.BENCH_CHUNK ?? 20));
 const { home, assets, ownHome } = benchHome('rollout');
 requireGuest(assets);
 const spec = smolfileSchema.parse({ memory: 256 });
-const svc = new MachineService({ home, store: new MachineStore(openRegistry(dataPaths(home).registry)), engine: createQemuEngine(home) });
+const svc = new MachineService({ home, store: new MachineStore(openMachineDb(dataPaths(home).machineDb)), engine: createQemuEngine(home) });
 const sink = () => new Writable({ write(_c, _e, cb) { cb(); } });
 
 // every capture of a running machine is one pause of it (stop → … → cont); count them where they happen

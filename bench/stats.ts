@@ -32,7 +32,7 @@ export async function timeRuns(n: number, fn: () => Promise<unknown>): Promise<n
 
 /** The accelerator smol picks on this host (a /dev/kvm that cannot run guests means TCG), for labels and targets. */
 export async function hostAccel(): Promise<'kvm' | 'tcg'> {
-  const { chooseAccel } = await import('../src/vm/backend/index.js');
+  const { chooseAccel } = await import('../src/vm/qemu/select.js');
   const { findQemu } = await import('../src/vm/qemu/detect.js');
   const q = await findQemu();
   return q ? chooseAccel(q.path) : 'tcg';

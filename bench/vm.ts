@@ -20,9 +20,9 @@ import { ensureInitramfs } from '../src/vm/image/index.js';
 import { buildCmdline } from '../src/vm/qemu/cmdline.js';
 import { detectHostTscKhz } from '../src/vm/kernel/tsc.js';
 import { MachineService } from '../src/vm/service.js';
-import { MachineStore } from '../src/vm/registry/machines.js';
-import { openRegistry } from '../src/vm/registry/db.js';
-import { createQemuEngine } from '../src/vm/qemu-engine.js';
+import { MachineStore } from '../src/vm/store/machines.js';
+import { openMachineDb } from '../src/vm/store/db.js';
+import { createQemuEngine } from '../src/vm/qemu/engine.js';
 import { execOnChannel } from '../src/vm/exec.js';
 import { buildPaths, dataPaths } from '../src/util/paths.js';
 import { benchHome, quickMode, requireGuest } from './env.js';
@@ -99,7 +99,7 @@ async function main(): Promise<void> {
   rows.push({ metric: 'smol run --cold-boot -- true', unit: 'ms', value: median(cold), baseline: median(raw), baselineLabel: 'raw QEMU boot→poweroff' });
   rows.push(await imageDirRow(smol));
 
-  const svc = new MachineService({ home, store: new MachineStore(openRegistry(dataPaths(home).registry)), engine: createQemuEngine(home) });
+  const svc = new MachineService({ home, store: new MachineStore(openMachineDb(dataPaths(home).machineDb)), engine: createQemuEngine(home) });
   const ready: number[] = [];
   for (let i = 0; i < RUNS; i++) {
     const rec = await svc.create({ ...(await import('../src/smolfile/schema.js')).smolfileSchema.parse({}) }, { ephemeral: true });

@@ -1,6 +1,6 @@
 /** What command handlers receive: the services, built lazily so `smol --help` opens nothing. */
 import type { Ora } from 'ora';
-import { createQemuEngine, MachineService, MachineStore, openRegistry } from '../vm/api/machines.js';
+import { createQemuEngine, MachineService, MachineStore, openMachineDb } from '../vm/api/machines.js';
 import type { MachineSource } from '../artifact/index.js';
 import fs from 'node:fs';
 import path from 'node:path';
@@ -19,7 +19,7 @@ export async function machineSource(): Promise<MachineSource> {
 export function machineService(): MachineService {
   if (!service) {
     const home = smolHome();
-    service = new MachineService({ home, store: new MachineStore(openRegistry(dataPaths(home).registry)), engine: createQemuEngine(home, { notice: (line) => noticeOnce(home, line) }) });
+    service = new MachineService({ home, store: new MachineStore(openMachineDb(dataPaths(home).machineDb)), engine: createQemuEngine(home, { notice: (line) => noticeOnce(home, line) }) });
   }
   return service;
 }

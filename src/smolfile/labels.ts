@@ -1,6 +1,6 @@
 /**
  * Machine labels (Docker's `--label K=V` and `--filter label=…`): free-form key/value strings a user attaches
- * to a machine to find it again. Pure parsing and matching; the registry stores them (vm/registry/machines.ts).
+ * to a machine to find it again. Pure parsing and matching; the registry stores them (vm/store/machines.ts).
  */
 import { z } from 'zod';
 import { ValidationError, type Issue } from '../errors/index.js';

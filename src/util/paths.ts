@@ -22,7 +22,7 @@ export const projectRoot: string = path.resolve(path.dirname(fileURLToPath(impor
 
 export const dataPaths = (home = smolHome()) => ({
   home,
-  registry: path.join(home, 'smol.db'),
+  machineDb: path.join(home, 'smol.db'),
   machines: path.join(home, 'machines'),
   images: path.join(home, 'images'),
   kernel: path.join(home, 'kernel'),

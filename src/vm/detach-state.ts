@@ -2,7 +2,7 @@
 import fs from 'node:fs';
 import path from 'node:path';
 import { ConflictError } from '../errors/index.js';
-import type { MachineRecord } from './registry/machines.js';
+import type { MachineRecord } from './store/machines.js';
 import type { MachineLayout } from './layout.js';
 
 interface HasLayout { layout(rec: MachineRecord): MachineLayout }

@@ -15,10 +15,10 @@ import { ExitCode, InterruptedError, SmolError, type ExitCodeValue } from '../er
 import type { Smolfile } from '../smolfile/schema.js';
 import { spawnDaemon } from '../util/exec.js';
 import type { ExecRequest } from './engine.js';
-import { consoleMaxBytes } from './backend/console-keeper.js';
+import { consoleMaxBytes } from './qemu/console-keeper.js';
 import { exitCodeOf } from './exec.js';
 import { checkPortsFree } from './net/ports.js';
-import { pidAlive, type MachineRecord } from './registry/machines.js';
+import { pidAlive, type MachineRecord } from './store/machines.js';
 import { RotatingLog } from './rotating-log.js';
 import { runCreated } from './run.js';
 import type { MachineService } from './service.js';

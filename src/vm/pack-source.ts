@@ -16,7 +16,7 @@ import { createCloneDisk } from './fork/clone.js';
 import { identityMismatch } from './fork/identity.js';
 import { discardSpare } from './fork/spare.js';
 import { AGENT_PORTS, type MachineLayout } from './layout.js';
-import { newMachineId, type MachineRecord } from './registry/machines.js';
+import { newMachineId, type MachineRecord } from './store/machines.js';
 import { MACHINE_TYPE, qemuBuild, writeResumePlan } from './resume.js';
 import type { MachineService } from './service.js';
 import { refuseSecretRam } from './secrets.js';

@@ -1,5 +1,5 @@
 /** Brings a recorded state in line with the processes that exist now. */
-import { MachineStore, pidAlive, type MachineRecord } from './registry/machines.js';
+import { MachineStore, pidAlive, type MachineRecord } from './store/machines.js';
 
 export function reconcile(store: MachineStore, rec: MachineRecord): MachineRecord {
   const qemuAlive = pidAlive(rec.pid);

@@ -20,7 +20,7 @@ import { resumePlanFile } from './boot-files.js';
 import type { GuestChannel, Progress } from './engine.js';
 import { AGENT_PORTS, type MachineLayout } from './layout.js';
 import { findQemu } from './qemu/detect.js';
-import type { MachineRecord } from './registry/machines.js';
+import type { MachineRecord } from './store/machines.js';
 import type { MachineService, OpenChannel } from './service.js';
 
 /** qemu/args.ts launches every machine as microvm. */

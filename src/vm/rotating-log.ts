@@ -2,11 +2,11 @@
  * A log file the guest decides the length of (a detached run's output), held to a cap on the host's disk the
  * way the console keeper (host/conlog) holds console.log: when the next bytes would pass the cap, FILE moves
  * to FILE.1 and writing starts anew, so the two together never exceed twice the cap, and `machine logs`
- * (backend/console.ts) reads them as one log. A full host disk drops bytes rather than failing the run.
+ * (qemu/console.ts) reads them as one log. A full host disk drops bytes rather than failing the run.
  */
 import fs from 'node:fs';
 import { Writable } from 'node:stream';
-import { rotatedLog } from './backend/console.js';
+import { rotatedLog } from './qemu/console.js';
 
 export class RotatingLog extends Writable {
   private fd: number;

@@ -4,13 +4,13 @@ import type { Smolfile } from '../smolfile/schema.js';
 import type { ExecRequest, Progress } from './engine.js';
 import { execOnChannel, interrupted, type ExecIo, type ExecResult } from './exec.js';
 import { shmHasRoom } from './layout.js';
-import type { MachineRecord } from './registry/machines.js';
+import type { MachineRecord } from './store/machines.js';
 import { DEFAULT_BOOT_TIMEOUT_MS, type MachineService, type OpenChannel } from './service.js';
 import { attachGpu } from './gpu.js';
 import { deliverSecrets, resolveSecrets, type ResolvedSecrets } from './secrets.js';
 import { mergeSecrets, type SecretDecl } from '../smolfile/secrets.js';
 import { checkPortsFree } from './net/ports.js';
-import { captureSnapshot, dropSnapshot, findSnapshot, snapshotEligible, snapshotKey, startFromSnapshot, type RestoredMachine, type SnapshotKey } from './warm.js';
+import { captureSnapshot, dropSnapshot, findSnapshot, snapshotEligible, snapshotKey, startFromSnapshot, type RestoredMachine, type SnapshotKey } from './boot-snapshot.js';
 import { trace } from '../util/trace.js';
 import { mountInGuest } from './volumes/hotplug.js';
 
@@ -139,7 +139,7 @@ async function bootOrRestore(svc: MachineService, rec: MachineRecord, o: RunOpti
     (await svc.start(rec.id, { keepChannel: true, forkable, forkHelper: false, onProgress: o.onProgress, bootTimeoutMs: o.bootTimeoutMs, fsHotplug })).channel!;
   if (!k) return cold(false);
   const snap = findSnapshot(svc.home, k);
-  // with volumes the restore copies the snapshot's RAM to /dev/shm (warm.ts): without room, boot
+  // with volumes the restore copies the snapshot's RAM to /dev/shm (boot-snapshot.ts): without room, boot
   if (snap && (!fsHotplug || shmHasRoom(rec.spec.memory))) {
     const timeoutMs = o.bootTimeoutMs ?? DEFAULT_BOOT_TIMEOUT_MS;
     const t0 = Date.now();

@@ -10,7 +10,7 @@ import { Readable } from 'node:stream';
 import { ConflictError, NotFoundError, UserError } from '../errors/index.js';
 import { SECRETS_DIR, hasSecrets, type SecretDecl } from '../smolfile/secrets.js';
 import type { GuestChannel } from './engine.js';
-import { holdsSecrets, type MachineRecord, type MachineStore } from './registry/machines.js';
+import { holdsSecrets, type MachineRecord, type MachineStore } from './store/machines.js';
 
 export interface ResolvedSecrets { env: Record<string, string>; files: { name: string; data: Buffer }[] }
 

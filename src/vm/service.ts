@@ -10,7 +10,7 @@ import { BootError, ConflictError, GuestChannelError, PrerequisiteError, SmolErr
 import type { Smolfile } from '../smolfile/schema.js';
 import type { Engine, GuestChannel, Progress } from './engine.js';
 import { machineLayout, shmHasRoom, strayQemuPid, AGENT_PORTS, type MachineLayout } from './layout.js';
-import { MachineStore, newMachineId, pidAlive, type MachineRecord } from './registry/machines.js';
+import { MachineStore, newMachineId, pidAlive, type MachineRecord } from './store/machines.js';
 import { isOrphan, reconcile } from './reconcile.js';
 import { isKeptDetached } from './detach-state.js';
 import { installForkHelper } from './fork/guest.js';

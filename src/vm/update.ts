@@ -10,7 +10,7 @@ import { resumePlanFile } from './boot-files.js';
 import type { Smolfile } from '../smolfile/schema.js';
 import type { SecretDecl } from '../smolfile/secrets.js';
 import { checkVolumes, volumesOf } from './volumes/spec.js';
-import type { MachineRecord } from './registry/machines.js';
+import type { MachineRecord } from './store/machines.js';
 import type { MachineService } from './service.js';
 
 /** Spec fields update may replace (lists are replaced whole, not appended to). */

@@ -6,12 +6,12 @@
 
 /** Create, start, stop, remove, list and look up machines; owns the store and the engine (one per data dir). */
 export { MachineService, type CreateOptions, type StartOptions, type OpenChannel } from '../service.js';
-/** The machine database (SQLite, from `openRegistry`) and whether a recorded QEMU pid is still alive. */
-export { MachineStore, pidAlive, type MachineRecord, type MachineState } from '../registry/machines.js';
+/** The machine database (SQLite, from `openMachineDb`) and whether a recorded QEMU pid is still alive. */
+export { MachineStore, pidAlive, type MachineRecord, type MachineState } from '../store/machines.js';
 /** Opens (and migrates) the SQLite file that holds machines and fork points. */
-export { openRegistry } from '../registry/db.js';
+export { openMachineDb } from '../store/db.js';
 /** The one `Engine`: boots, stops and talks to machines through QEMU; `notice` hears one-off host notes (TCG). */
-export { createQemuEngine, type QemuEngineOptions } from '../qemu-engine.js';
+export { createQemuEngine, type QemuEngineOptions } from '../qemu/engine.js';
 export type { Engine, Progress } from '../engine.js';
 
 /** A detached `smol run -d` machine: its supervisor's state, its output file, and the refusal to restart it. */
@@ -25,7 +25,7 @@ export { checkPortsFree } from '../net/ports.js';
 /** Connections and DNS names the network policy refused, from a machine's logs (`machine logs --denied`). */
 export { readDenials, type Denial } from '../net/denials.js';
 /** `machine logs`: a log (and its rotated generation) printed a chunk at a time, or its last N lines, then followed. */
-export { pumpConsoleLog, type LogFollower } from '../backend/console.js';
+export { pumpConsoleLog, type LogFollower } from '../qemu/console.js';
 /** `smol machine update`: a stopped machine's spec and labels changed in place. */
 export { updateMachine, type SpecPatch, type LabelPatch, type UpdateResult } from '../update.js';
 /** The host side of the guest agent protocol (docs/agent-protocol.md). */
@@ -33,4 +33,4 @@ export { AgentClient } from '../agent/index.js';
 /** `smol snapshot ls` and `rm`: fork points as listed, and removed once no clone needs them (saving and cloning: fork.ts). */
 export { listPoints, removePoint, type PointView } from '../fork/points.js';
 /** The fork-point table of the machine database. */
-export { ForkPointStore, type ForkPointRecord } from '../registry/fork-points.js';
+export { ForkPointStore, type ForkPointRecord } from '../store/fork-points.js';

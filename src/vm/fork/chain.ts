@@ -8,8 +8,8 @@ import fs from 'node:fs';
 import path from 'node:path';
 import { UserError } from '../../errors/index.js';
 import type { MachineLayout } from '../layout.js';
-import { ForkPointStore } from '../registry/fork-points.js';
-import type { MachineStore } from '../registry/machines.js';
+import { ForkPointStore } from '../store/fork-points.js';
+import type { MachineStore } from '../store/machines.js';
 import { diskUsage } from '../usage.js';
 import type { ForkOps } from './types.js';
 

@@ -1,8 +1,8 @@
 /** Files of fork points nobody references any more: removed after their registry rows are gone. */
 import fs from 'node:fs';
 import path from 'node:path';
-import { ForkPointStore, type ForkPointRecord } from '../registry/fork-points.js';
-import type { MachineStore } from '../registry/machines.js';
+import { ForkPointStore, type ForkPointRecord } from '../store/fork-points.js';
+import type { MachineStore } from '../store/machines.js';
 
 export function forkDir(home: string, forkId: string): string {
   return path.join(home, 'forks', forkId);

@@ -4,7 +4,7 @@ import fs from 'node:fs';
 import { run } from '../../util/exec.js';
 import { mapFsError } from '../../errors/index.js';
 import type { GuestChannel } from '../engine.js';
-import type { MachineRecord } from '../registry/machines.js';
+import type { MachineRecord } from '../store/machines.js';
 import type { MachineService } from '../service.js';
 import { dieAt } from './faults.js';
 import { identifyAndRelease } from './guest.js';

@@ -1,6 +1,6 @@
 /** Pure parts of a fork: clone names and each clone's environment. */
 import { ConflictError, UserError } from '../../errors/index.js';
-import { validateName } from '../registry/machines.js';
+import { validateName } from '../store/machines.js';
 
 export const MAX_CLONES = 64;
 

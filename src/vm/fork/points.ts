@@ -1,7 +1,7 @@
 /** `smol snapshot ls/rm`: saved fork points, what they hold on the host, and which clones use them. */
 import fs from 'node:fs';
 import { ConflictError, NotFoundError } from '../../errors/index.js';
-import { ForkPointStore, type ForkPointRecord } from '../registry/fork-points.js';
+import { ForkPointStore, type ForkPointRecord } from '../store/fork-points.js';
 import type { MachineService } from '../service.js';
 import { releaseForkPoints } from './cleanup.js';
 

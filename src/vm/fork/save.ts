@@ -11,8 +11,8 @@ import { ConflictError, ExitCode, ForkError, PrerequisiteError, UserError } from
 import { mapFsError } from '../../errors/index.js';
 import { run } from '../../util/exec.js';
 import type { Progress } from '../engine.js';
-import { ForkPointStore, type ForkPointRecord } from '../registry/fork-points.js';
-import { newMachineId, validateName } from '../registry/machines.js';
+import { ForkPointStore, type ForkPointRecord } from '../store/fork-points.js';
+import { newMachineId, validateName } from '../store/machines.js';
 import type { MachineService } from '../service.js';
 import { diskUsage } from '../usage.js';
 import { claimForkDir } from './abandoned.js';

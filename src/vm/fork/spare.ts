@@ -10,7 +10,7 @@ import fs from 'node:fs';
 import path from 'node:path';
 import { z } from 'zod';
 import { strayQemuPid } from '../layout.js';
-import { newMachineId, type MachineRecord } from '../registry/machines.js';
+import { newMachineId, type MachineRecord } from '../store/machines.js';
 import type { MachineService } from '../service.js';
 import { forkMemFile } from './cleanup.js';
 import { createCloneDisk } from './clone.js';

@@ -1,6 +1,6 @@
-/** What a VMM must offer for live fork; QEMU's implementation is qemu-ops.ts. */
+/** What a VMM must offer for live fork; QEMU's implementation is qemu/fork-ops.ts. */
 import type { MachineLayout } from '../layout.js';
-import type { VmIdentity } from '../registry/fork-points.js';
+import type { VmIdentity } from '../store/fork-points.js';
 
 export type { VmIdentity };
 

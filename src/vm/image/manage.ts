@@ -9,8 +9,8 @@ import path from 'node:path';
 import { ConflictError, NotFoundError } from '../../errors/index.js';
 import { parseImageReference, sweepDeadTemps } from '../../registry/index.js';
 import { assetsHome, dataPaths, smolHome } from '../../util/paths.js';
-import { openRegistry } from '../registry/db.js';
-import { MachineStore } from '../registry/machines.js';
+import { openMachineDb } from '../store/db.js';
+import { MachineStore } from '../store/machines.js';
 import type { ImageKind } from './base-cache.js';
 import { blobsOf, listRefs, readRef, removeRef, storePaths, type RefRecord } from './store.js';
 import { machinesOfOtherHomes } from './homes.js';
@@ -62,9 +62,9 @@ async function listBases(assets: string): Promise<Base[]> {
  */
 export function machinesByImage(home = smolHome(), assets = assetsHome()): Map<string, string[]> {
   const map = machinesOfOtherHomes(assets, home);
-  const file = dataPaths(home).registry;
+  const file = dataPaths(home).machineDb;
   if (!existsSync(file)) return map;
-  const db = openRegistry(file);
+  const db = openMachineDb(file);
   try {
     for (const m of new MachineStore(db).list()) if (m.imageId) map.set(m.imageId, [m.name, ...(map.get(m.imageId) ?? [])]);
   } finally {

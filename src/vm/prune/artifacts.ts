@@ -7,7 +7,7 @@
 import fs from 'node:fs';
 import path from 'node:path';
 import { defaultArtifactCache } from '../../artifact/cache.js';
-import { pidAlive } from '../registry/machines.js';
+import { pidAlive } from '../store/machines.js';
 import { bootFile, resumePlanFile } from '../boot-files.js';
 import type { MachineService } from '../service.js';
 import { diskUsage } from '../usage.js';

@@ -9,7 +9,7 @@ import path from 'node:path';
 import { dataPaths } from '../../util/paths.js';
 import { releaseForkPoints } from '../fork/cleanup.js';
 import { sweepAbandonedForks } from '../fork/abandoned.js';
-import { ForkPointStore } from '../registry/fork-points.js';
+import { ForkPointStore } from '../store/fork-points.js';
 import { runRoot } from '../layout.js';
 import { isOrphan } from '../reconcile.js';
 import type { MachineService } from '../service.js';

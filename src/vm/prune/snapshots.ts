@@ -1,10 +1,10 @@
 /**
- * Boot snapshots no run is using (vm/warm.ts): all of them but those a restore has marked, or looked up in the
+ * Boot snapshots no run is using (vm/boot-snapshot.ts): all of them but those a restore has marked, or looked up in the
  * last minute. They are a cache: the next `smol run` boots cold once and saves a new one.
  */
 import fs from 'node:fs';
 import path from 'node:path';
-import { snapshotInUse, snapshotsDir } from '../warm.js';
+import { snapshotInUse, snapshotsDir } from '../boot-snapshot.js';
 import { diskBytes, recentlyTouched } from './du.js';
 import { result, type PruneOptions, type PruneResult, type PrunedItem } from './types.js';
 

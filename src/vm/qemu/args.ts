@@ -58,7 +58,7 @@ export interface QemuArgsInput {
   nic?: NicSpec;
   qmpSocketPath: string;
   /**
-   * The fd QEMU inherits for the serial console: a pipe to the console keeper (backend/console-keeper.ts),
+   * The fd QEMU inherits for the serial console: a pipe to the console keeper (console-keeper.ts),
    * never a file, so no launch writes an unbounded log.
    */
   consoleFd: number;

@@ -19,7 +19,7 @@ import { hostVolumeProblem, refusedVolume, type HostVolume } from './spec.js';
 import { spawnDaemon } from '../../util/exec.js';
 import { buildPaths } from '../../util/paths.js';
 import type { MachineLayout } from '../layout.js';
-import { isRunning, waitGone } from '../backend/process.js';
+import { isRunning, waitGone } from '../qemu/process.js';
 
 export const VIRTIOFSD = process.env.SMOL_VIRTIOFSD ?? '/usr/lib/qemu/virtiofsd';
 /** The seccomp wrapper virtiofsd always runs under (host/fsguard); never optional, so no override. */

@@ -7,7 +7,7 @@ import { existsSync, mkdirSync, mkdtempSync, readFileSync, rmSync, statSync } fr
 import os from 'node:os';
 import path from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { selectBackend, waitForConsole, type LaunchResult, type LaunchSpec, type VmBackend } from '../../../src/vm/backend/index.js';
+import { selectBackend, waitForConsole, type LaunchResult, type LaunchSpec, type VmBackend } from '../../../src/vm/qemu/select.js';
 import { ensureKernel, type KernelInfo } from '../../../src/vm/kernel/index.js';
 import { createOverlay, ensureInitramfs, resolveImage, type Initramfs } from '../../../src/vm/image/index.js';
 import { AgentClient } from '../../../src/vm/agent/client.js';

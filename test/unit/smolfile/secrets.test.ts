@@ -6,7 +6,7 @@ import { NotFoundError, SmolError, ValidationError } from '../../../src/errors/i
 import { parseSmolfile } from '../../../src/smolfile/load.js';
 import { mergeSpec } from '../../../src/smolfile/merge.js';
 import { secretFlagsSchema } from '../../../src/smolfile/secrets.js';
-import { holdsSecrets } from '../../../src/vm/registry/machines.js';
+import { holdsSecrets } from '../../../src/vm/store/machines.js';
 import { resolveSecrets } from '../../../src/vm/secrets.js';
 
 const catchErr = (f: () => unknown) => { try { f(); } catch (e) { return e as SmolError; } throw new Error('did not throw'); };

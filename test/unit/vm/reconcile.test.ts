@@ -1,7 +1,7 @@
 import { spawnSync } from 'node:child_process';
 import { describe, expect, it } from 'vitest';
 import { isOrphan } from '../../../src/vm/reconcile.js';
-import type { MachineRecord } from '../../../src/vm/registry/machines.js';
+import type { MachineRecord } from '../../../src/vm/store/machines.js';
 
 // a pid that existed and is gone: a child that ran and was reaped
 const deadPid = spawnSync('true').pid!;

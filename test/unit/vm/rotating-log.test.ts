@@ -3,7 +3,7 @@ import { afterAll, describe, expect, it } from 'vitest';
 import fs from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
-import { pumpConsoleLog } from '../../../src/vm/backend/console.js';
+import { pumpConsoleLog } from '../../../src/vm/qemu/console.js';
 import { RotatingLog } from '../../../src/vm/rotating-log.js';
 
 const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'smol-rotlog-'));

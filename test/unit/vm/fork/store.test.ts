@@ -3,9 +3,9 @@ import os from 'node:os';
 import path from 'node:path';
 import { afterEach, beforeEach, describe, expect, it } from 'vitest';
 import { smolfileSchema } from '../../../../src/smolfile/schema.js';
-import { openRegistry } from '../../../../src/vm/registry/db.js';
-import { ForkPointStore } from '../../../../src/vm/registry/fork-points.js';
-import { MachineStore } from '../../../../src/vm/registry/machines.js';
+import { openMachineDb } from '../../../../src/vm/store/db.js';
+import { ForkPointStore } from '../../../../src/vm/store/fork-points.js';
+import { MachineStore } from '../../../../src/vm/store/machines.js';
 import { releaseForkPoints } from '../../../../src/vm/fork/cleanup.js';
 import { sparseCopy } from '../../../../src/vm/fork/sparse-copy.js';
 
@@ -13,7 +13,7 @@ let dir: string;
 let store: MachineStore;
 beforeEach(() => {
   dir = fs.mkdtempSync(path.join(os.tmpdir(), 'smol-fork-unit-'));
-  store = new MachineStore(openRegistry(path.join(dir, 'smol.db')));
+  store = new MachineStore(openMachineDb(path.join(dir, 'smol.db')));
 });
 afterEach(() => fs.rmSync(dir, { recursive: true, force: true }));
 

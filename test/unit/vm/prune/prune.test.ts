@@ -9,8 +9,8 @@ import path from 'node:path';
 import { afterEach, beforeEach, describe, expect, it } from 'vitest';
 import type { Engine } from '../../../../src/vm/engine.js';
 import { pruneAll, pruneArtifacts, pruneBootSnapshots, pruneMachines, pruners } from '../../../../src/vm/prune/index.js';
-import { openRegistry } from '../../../../src/vm/registry/db.js';
-import { MachineStore } from '../../../../src/vm/registry/machines.js';
+import { openMachineDb } from '../../../../src/vm/store/db.js';
+import { MachineStore } from '../../../../src/vm/store/machines.js';
 import { MachineService } from '../../../../src/vm/service.js';
 import { smolfileSchema } from '../../../../src/smolfile/schema.js';
 
@@ -29,7 +29,7 @@ beforeEach(() => {
   assets = path.join(home, 'assets');
   process.env.SMOL_ASSETS = assets;
   const engine = { terminate: async () => undefined } as unknown as Engine;
-  svc = new MachineService({ home, store: new MachineStore(openRegistry(path.join(home, 'smol.db'))), engine });
+  svc = new MachineService({ home, store: new MachineStore(openMachineDb(path.join(home, 'smol.db'))), engine });
 });
 afterEach(() => {
   fs.rmSync(svc.layout({ id: 'cccccc000000' }).memFile, { force: true });

@@ -4,8 +4,8 @@ import fs from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { consoleMaxBytes, consoleSettled, DEFAULT_CONSOLE_MAX_BYTES, keeperPidFile } from '../../../../src/vm/backend/console-keeper.js';
-import { LogFollower, pumpConsoleLog, rotatedLog } from '../../../../src/vm/backend/console.js';
+import { consoleMaxBytes, consoleSettled, DEFAULT_CONSOLE_MAX_BYTES, keeperPidFile } from '../../../../src/vm/qemu/console-keeper.js';
+import { LogFollower, pumpConsoleLog, rotatedLog } from '../../../../src/vm/qemu/console.js';
 
 const root = path.resolve(import.meta.dirname, '../../../..');
 const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'smol-conlog-'));

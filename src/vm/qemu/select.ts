@@ -6,14 +6,14 @@ import { PrerequisiteError, UserError } from '../../errors/index.js';
 import { assetsHome } from '../../util/paths.js';
 import { findKernel } from '../kernel/index.js';
 import { detectHostTscKhz } from '../kernel/tsc.js';
-import { findQemu, kvmUsable, vhostVsockAvailable, QEMU_IMG } from '../qemu/detect.js';
+import { findQemu, kvmUsable, vhostVsockAvailable, QEMU_IMG } from './detect.js';
 import { which } from '../../util/exec.js';
 import { kvmBoots } from './kvm-probe.js';
-import { QemuBackend } from './qemu.js';
-import type { VmBackend } from './types.js';
+import { QemuBackend } from './backend.js';
+import type { VmBackend } from './launch-spec.js';
 
-export type { VmBackend, LaunchSpec, LaunchResult, DiskSpec, MemoryBackendSpec } from './types.js';
-export { QemuBackend } from './qemu.js';
+export type { VmBackend, LaunchSpec, LaunchResult, DiskSpec, MemoryBackendSpec } from './launch-spec.js';
+export { QemuBackend } from './backend.js';
 export { waitForConsole, consoleTail } from './console.js';
 export { isRunning } from './process.js';
 

@@ -55,7 +55,7 @@ const migrations: string[] = [
 
 export type Db = Database.Database;
 
-export function openRegistry(file: string): Db {
+export function openMachineDb(file: string): Db {
   try {
     fs.mkdirSync(path.dirname(file), { recursive: true });
     const db = new Database(file);

@@ -22,7 +22,7 @@ import { readQcow2Header } from './image/qcow2.js';
 import type { GuestChannel, Progress } from './engine.js';
 import type { ForkOps, VmIdentity } from './fork/types.js';
 import { AGENT_PORTS } from './layout.js';
-import { pidAlive, type MachineRecord } from './registry/machines.js';
+import { pidAlive, type MachineRecord } from './store/machines.js';
 import { mountInGuest } from './volumes/hotplug.js';
 import { startRamCopy } from './volumes/ram-copy.js';
 import type { SharedFs } from './volumes/virtiofsd.js';

@@ -3,7 +3,7 @@ import { afterAll, describe, expect, it } from 'vitest';
 import fs from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
-import { CONSOLE_WINDOW_BYTES, consoleTail, waitForConsole } from '../../../../src/vm/backend/console.js';
+import { CONSOLE_WINDOW_BYTES, consoleTail, waitForConsole } from '../../../../src/vm/qemu/console.js';
 
 const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'smol-console-'));
 afterAll(() => fs.rmSync(dir, { recursive: true, force: true }));

@@ -2,7 +2,7 @@
  * The seam between smol and a hypervisor. QEMU is the only implementation (Firecracker and libkrun need KVM
  * and are not installable here); the interface keeps what is QEMU-specific out of callers.
  */
-import type { DiskSpec, MemoryBackendSpec, NicSpec } from '../qemu/args.js';
+import type { DiskSpec, MemoryBackendSpec, NicSpec } from './args.js';
 
 export type { DiskSpec, MemoryBackendSpec };
 

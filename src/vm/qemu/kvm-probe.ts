@@ -8,7 +8,7 @@
 import { readFile, stat } from 'node:fs/promises';
 import { cachedProbe } from '../../util/probe-cache.js';
 import { spawn } from '../../util/exec.js';
-import { accelArgs } from '../qemu/args.js';
+import { accelArgs } from './args.js';
 
 export interface ProbeResult { ok: boolean; reason?: string; ms?: number }
 

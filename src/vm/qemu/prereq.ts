@@ -12,7 +12,7 @@ import { ensureKernel, findKernel } from '../kernel/index.js';
 import { ensureInitramfs } from '../image/initramfs.js';
 import { resolveImage } from '../image/resolve.js';
 import { BUSYBOX } from '../image/tree.js';
-import { findQemu, kvmUsable, vhostVsockAvailable } from '../qemu/detect.js';
+import { findQemu, kvmUsable, vhostVsockAvailable } from './detect.js';
 import { kvmBoots, type ProbeResult } from './kvm-probe.js';
 import { FSGUARD, VIRTIOFSD } from '../volumes/virtiofsd.js';
 import { CONSOLE_KEEPER } from './console-keeper.js';

@@ -7,13 +7,13 @@ import fs from 'node:fs';
 import net from 'node:net';
 import path from 'node:path';
 import { ForkError, SnapshotRestoreError, TimeoutError } from '../../errors/index.js';
-import type { VmBackend } from '../backend/index.js';
-import { findQemu } from '../qemu/detect.js';
-import { QmpClient } from '../qemu/qmp.js';
+import type { VmBackend } from './select.js';
+import { findQemu } from './detect.js';
+import { QmpClient } from './qmp.js';
 import { strayQemuPid, type MachineLayout } from '../layout.js';
-import { dieAt } from './faults.js';
-import { sparseCopy } from './sparse-copy.js';
-import type { CaptureRequest, CaptureResult, ForkOps, Inspection, MemoryMode, PrimedRestore, VmIdentity } from './types.js';
+import { dieAt } from '../fork/faults.js';
+import { sparseCopy } from '../fork/sparse-copy.js';
+import type { CaptureRequest, CaptureResult, ForkOps, Inspection, MemoryMode, PrimedRestore, VmIdentity } from '../fork/types.js';
 
 /** The default 32 MiB/s cap would make even a device-state-only save slow; the file is local. */
 const MAX_BANDWIDTH = 64 * 1024 ** 3;

@@ -3,13 +3,13 @@ import { rm, mkdir, readFile } from 'node:fs/promises';
 import path from 'node:path';
 import { run } from '../../util/exec.js';
 import { BootError, ConflictError, ValidationError, mapFsError } from '../../errors/index.js';
-import { buildQemuArgs, type ChannelSpec } from '../qemu/args.js';
-import { buildCmdline } from '../qemu/cmdline.js';
-import { QmpClient } from '../qemu/qmp.js';
+import { buildQemuArgs, type ChannelSpec } from './args.js';
+import { buildCmdline } from './cmdline.js';
+import { QmpClient } from './qmp.js';
 import { AGENT_VSOCK_PORT } from '../image/init-script.js';
 import { isRunning, waitGone } from './process.js';
 import { CONSOLE_FD, consoleMaxBytes, keeperPidFile, withConsoleKeeper } from './console-keeper.js';
-import type { LaunchResult, LaunchSpec, VmBackend } from './types.js';
+import type { LaunchResult, LaunchSpec, VmBackend } from './launch-spec.js';
 
 const UNIX_PATH_MAX = 107;
 

@@ -5,24 +5,24 @@
 import fs from 'node:fs';
 import path from 'node:path';
 import type { Readable } from 'node:stream';
-import type { Smolfile } from '../smolfile/schema.js';
-import { assetsHome, dataPaths } from '../util/paths.js';
-import { AgentClient } from './agent/index.js';
-import { consoleTail, selectBackend, type VmBackend } from './backend/index.js';
-import type { Engine, ExecHandle, ExecRequest, GuestChannel, LaunchOptions, PreparedDisk, Progress } from './engine.js';
-import { createOverlay, resolveImage } from './image/index.js';
-import { registerHome } from './image/homes.js';
-import { findKernel } from './kernel/index.js';
-import { AGENT_PORTS, type MachineLayout } from './layout.js';
-import { bootFilesFor, isArtifactRef } from './boot-files.js';
-import { createQemuForkOps } from './fork/qemu-ops.js';
-import { checkVolumes, volumesOf } from './volumes/spec.js';
-import { mountsOf, startVirtiofsd, stopVirtiofsd, VIRTIOFS_TAG, virtiofsdFiles } from './volumes/virtiofsd.js';
-import { plugSharedFs } from './volumes/hotplug.js';
-import { trace } from '../util/trace.js';
-import { QmpClient } from './qemu/qmp.js';
-import { prepareNetwork } from './net/index.js';
-import { teardownEgress } from './net/netns.js';
+import type { Smolfile } from '../../smolfile/schema.js';
+import { assetsHome, dataPaths } from '../../util/paths.js';
+import { AgentClient } from '../agent/index.js';
+import { consoleTail, selectBackend, type VmBackend } from './select.js';
+import type { Engine, ExecHandle, ExecRequest, GuestChannel, LaunchOptions, PreparedDisk, Progress } from '../engine.js';
+import { createOverlay, resolveImage } from '../image/index.js';
+import { registerHome } from '../image/homes.js';
+import { findKernel } from '../kernel/index.js';
+import { AGENT_PORTS, type MachineLayout } from '../layout.js';
+import { bootFilesFor, isArtifactRef } from '../boot-files.js';
+import { createQemuForkOps } from './fork-ops.js';
+import { checkVolumes, volumesOf } from '../volumes/spec.js';
+import { mountsOf, startVirtiofsd, stopVirtiofsd, VIRTIOFS_TAG, virtiofsdFiles } from '../volumes/virtiofsd.js';
+import { plugSharedFs } from '../volumes/hotplug.js';
+import { trace } from '../../util/trace.js';
+import { QmpClient } from './qmp.js';
+import { prepareNetwork } from '../net/index.js';
+import { teardownEgress } from '../net/netns.js';
 
 /** virtiofsd still starting for a machine launched with fsHotplug, by machine dir: plugVolumes waits for it. */
 const fsStarting = new Map<string, Promise<unknown>>();
@@ -52,7 +52,7 @@ export function createQemuEngine(home: string, o: QemuEngineOptions = {}): Engin
       const sizeBytes = spec.disk ? spec.disk * 1024 * 1024 : undefined;
       const templateDir = path.join(dataPaths(home).cache, 'overlay-templates');
       if (isArtifactRef(spec.image)) {
-        const { prepareArtifactImage } = await import('./pack-source.js'); // artifact code loads only when used
+        const { prepareArtifactImage } = await import('../pack-source.js'); // artifact code loads only when used
         const a = await prepareArtifactImage(spec.image, home, layout);
         if (a.notice) o.notice?.(a.notice);
         await createOverlay(a.base, layout.disk, { sizeBytes, templateDir });

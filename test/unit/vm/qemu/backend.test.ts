@@ -2,7 +2,7 @@ import { mkdtempSync, rmSync } from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
 import { afterAll, describe, expect, it } from 'vitest';
-import { QemuBackend, isRunning, selectBackend } from '../../../../src/vm/backend/index.js';
+import { QemuBackend, isRunning, selectBackend } from '../../../../src/vm/qemu/select.js';
 import { kvmUsable } from '../../../../src/vm/qemu/detect.js';
 import { ValidationError } from '../../../../src/errors/index.js';
 
