@@ -1,9 +1,9 @@
 /** Bringing one clone to life from a fork point; on any failure the clone and its files are gone. */
 import crypto from 'node:crypto';
 import fs from 'node:fs';
-import { run } from '../../util/exec.js';
 import { mapFsError } from '../../errors/index.js';
 import type { GuestChannel } from '../engine.js';
+import { createOverlayFile } from '../qemu/img.js';
 import type { MachineRecord } from '../store/machines.js';
 import type { MachineService } from '../service.js';
 import { dieAt } from './faults.js';
@@ -54,8 +54,7 @@ export interface CloneJob {
 
 export async function createCloneDisk(frozen: string, overlay: string, size: number): Promise<void> {
   // -u: the frozen file is still open in the parent's QEMU, and its size is already known
-  await run('qemu-img', ['create', '-q', '-f', 'qcow2', '-u', '-b', frozen, '-F', 'qcow2', overlay, String(size)])
-    .catch((e) => { throw mapFsError(e, `creating overlay ${overlay}`); });
+  await createOverlayFile(frozen, overlay, { sizeBytes: size, unsafe: true });
 }
 
 /** The clone's overlay as a copy of `template`, which is made first if no clone has yet. */

@@ -9,8 +9,8 @@ import fs from 'node:fs';
 import path from 'node:path';
 import { ConflictError, ExitCode, ForkError, PrerequisiteError, UserError } from '../../errors/index.js';
 import { mapFsError } from '../../errors/index.js';
-import { run } from '../../util/exec.js';
 import type { Progress } from '../engine.js';
+import { rebase } from '../qemu/img.js';
 import { ForkPointStore, type ForkPointRecord } from '../store/fork-points.js';
 import { newMachineId, validateName } from '../store/machines.js';
 import type { MachineService } from '../service.js';
@@ -129,7 +129,7 @@ async function ownLayer(frozen: string, machineDir: string, out: string, size: n
   const base = chain.find((f) => path.dirname(path.resolve(f)) !== path.resolve(machineDir)) ?? null;
   try {
     await createCloneDisk(frozen, out, size);
-    await run('qemu-img', ['rebase', '-q', '-f', 'qcow2', ...(base ? ['-b', base, '-F', 'qcow2'] : ['-b', '']), out]);
+    await rebase(out, base);
   } catch (err) {
     fs.rmSync(out, { force: true });
     throw mapFsError(err, `writing the fork point's disk layer ${out}`);

@@ -7,6 +7,7 @@ import { createHash } from 'node:crypto';
 import { chmod, copyFile, mkdir, rename, rm, stat } from 'node:fs/promises';
 import path from 'node:path';
 import { run } from '../../util/exec.js';
+import { convertRawToQcow2, createOverlayFile } from '../qemu/img.js';
 import { sweepStaleTemps } from './tmp.js';
 import { NotFoundError, mapFsError } from '../../errors/index.js';
 
@@ -29,7 +30,7 @@ export async function buildExt4Qcow2(srcDir: string, outQcow2: string, opts: { s
   const tmpQcow = `${outQcow2}.${process.pid}.tmp`;
   try {
     await run('mkfs.ext4', ['-q', '-F', '-d', srcDir, '-L', opts.label ?? 'smolroot', '-E', 'root_owner=0:0', raw, `${Math.floor(size / 1024)}k`]);
-    await run('qemu-img', ['convert', '-q', '-f', 'raw', '-O', 'qcow2', raw, tmpQcow]);
+    await convertRawToQcow2(raw, tmpQcow);
     await chmod(tmpQcow, 0o444);
     await rename(tmpQcow, outQcow2);
   } catch (e) {
@@ -51,11 +52,7 @@ export async function createOverlay(basePath: string, overlayPath: string, opts:
   const base = path.resolve(basePath);
   const st = await stat(base).catch(() => null);
   if (!st) throw new NotFoundError(`creating overlay failed: base image ${basePath} does not exist`);
-  const make = async (out: string) => {
-    const args = ['create', '-q', '-f', 'qcow2', '-b', base, '-F', 'qcow2', out];
-    if (opts.sizeBytes) args.push(String(opts.sizeBytes));
-    await run('qemu-img', args).catch((e) => { throw mapFsError(e, `creating overlay ${out}`); });
-  };
+  const make = (out: string) => createOverlayFile(base, out, { sizeBytes: opts.sizeBytes || undefined });
   if (!opts.templateDir) return make(overlayPath);
   const id = createHash('sha256').update(JSON.stringify([base, st.size, st.mtimeMs, st.ino, opts.sizeBytes ?? null])).digest('hex').slice(0, 32);
   const tpl = path.join(opts.templateDir, `${id}.qcow2`);
