@@ -1,5 +1,5 @@
 /**
- * The real Engine: Debian's kernel + our initramfs, image bases with qcow2 overlays, the QEMU backend,
+ * The real Engine: Debian's kernel + our initramfs, image bases with qcow2 overlays, the QEMU launcher,
  * and the agent client on the machine's virtio-serial ports.
  */
 import fs from 'node:fs';
@@ -8,7 +8,7 @@ import type { Readable } from 'node:stream';
 import type { Smolfile } from '../../smolfile/schema.js';
 import { assetsHome, dataPaths } from '../../util/paths.js';
 import { AgentClient } from '../agent/index.js';
-import { consoleTail, selectBackend, type VmBackend } from './select.js';
+import { consoleTail, selectLauncher, type QemuLauncher } from './select.js';
 import type { Engine, ExecHandle, ExecRequest, GuestChannel, LaunchOptions, PreparedDisk, Progress } from '../engine.js';
 import { createOverlay, resolveImage } from '../image/index.js';
 import { registerHome } from '../image/homes.js';
@@ -41,8 +41,8 @@ export interface QemuEngineOptions {
 
 export function createQemuEngine(home: string, o: QemuEngineOptions = {}): Engine {
   const assets = assetsHome({ ...process.env, SMOL_HOME: home });
-  let backend: Promise<VmBackend> | undefined;
-  const getBackend = () => (backend ??= selectBackend({ notice: o.notice }));
+  let launcher: Promise<QemuLauncher> | undefined;
+  const getLauncher = () => (launcher ??= selectLauncher({ notice: o.notice }));
 
   return {
     async prepareDisk(spec: Smolfile, layout: MachineLayout, onProgress?: Progress, po: { speculative?: boolean } = {}): Promise<PreparedDisk> {
@@ -64,7 +64,7 @@ export function createQemuEngine(home: string, o: QemuEngineOptions = {}): Engin
     },
 
     async launch(spec: Smolfile, layout: MachineLayout, lo: LaunchOptions): Promise<number> {
-      const b = await getBackend();
+      const q = await getLauncher();
       const boot = await bootFilesFor(layout, assets);
       const volumes = volumesOf(spec);
       if (volumes.length) {
@@ -85,7 +85,7 @@ export function createQemuEngine(home: string, o: QemuEngineOptions = {}): Engin
       lo.onProgress?.('booting');
       let pid: number | undefined;
       try {
-        pid = (await b.launch({
+        pid = (await q.launch({
           nic: net.nic, netns: net.netns,
           machineDir: layout.dir, runDir: layout.runDir, name: path.basename(layout.dir),
           kernelPath: boot.kernel, initrdPath: boot.initrd, memoryMiB: spec.memory, cpus: spec.cpus,
@@ -98,7 +98,7 @@ export function createQemuEngine(home: string, o: QemuEngineOptions = {}): Engin
         await net.afterLaunch();
         return pid;
       } catch (err) {
-        if (pid) await b.kill(pid, 0);
+        if (pid) await q.kill(pid, 0);
         if (fsStart) await stopFs(layout, fsStart);
         await net.undo();
         throw err;
@@ -124,11 +124,11 @@ export function createQemuEngine(home: string, o: QemuEngineOptions = {}): Engin
     },
 
     async terminate(pid: number, layout: MachineLayout, graceMs: number): Promise<void> {
-      const b = await getBackend();
+      const q = await getLauncher();
       if (graceMs > 0) {
-        if (!(await b.waitExit(pid, graceMs))) await b.quit(layout.qmpSocket, pid, 2_000);
+        if (!(await q.waitExit(pid, graceMs))) await q.quit(layout.qmpSocket, pid, 2_000);
       } else {
-        await b.kill(pid, 0);
+        await q.kill(pid, 0);
       }
       // virtiofsd exits when QEMU hangs up; this also covers a QEMU that never connected, or one still starting
       const starting = fsStarting.get(layout.dir);
@@ -141,7 +141,7 @@ export function createQemuEngine(home: string, o: QemuEngineOptions = {}): Engin
       return consoleTail(layout.consoleLog, lines);
     },
 
-    fork: createQemuForkOps(getBackend),
+    fork: createQemuForkOps(getLauncher),
   };
 }
 

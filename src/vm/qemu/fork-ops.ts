@@ -7,7 +7,7 @@ import fs from 'node:fs';
 import net from 'node:net';
 import path from 'node:path';
 import { ForkError, SnapshotRestoreError, TimeoutError } from '../../errors/index.js';
-import type { VmBackend } from './select.js';
+import type { QemuLauncher } from './launcher.js';
 import { findQemu } from './detect.js';
 import { QmpClient } from './qmp.js';
 import { strayQemuPid, type MachineLayout } from '../layout.js';
@@ -25,7 +25,7 @@ interface MigrateInfo { status?: string; 'error-desc'?: string }
 const shq = (s: string) => `'${s.replace(/'/g, `'\\''`)}'`;
 const now = () => performance.now();
 
-export function createQemuForkOps(getBackend: () => Promise<VmBackend>): ForkOps {
+export function createQemuForkOps(getLauncher: () => Promise<QemuLauncher>): ForkOps {
   let qemuVersion: Promise<string> | undefined;
   return {
     async inspect(layout: MachineLayout): Promise<Inspection> {
@@ -54,7 +54,7 @@ export function createQemuForkOps(getBackend: () => Promise<VmBackend>): ForkOps
     },
 
     async identity(memoryMiB: number): Promise<VmIdentity> {
-      const b = await getBackend();
+      const b = await getLauncher();
       qemuVersion ??= findQemu().then((q) => q?.version ?? 'unknown');
       // args.ts runs TCG guests on -cpu max and KVM guests on -cpu host
       return { qemu: await qemuVersion, accel: b.accel, cpu: b.accel === 'kvm' ? 'host' : 'max', memoryMiB };

@@ -1,6 +1,6 @@
 /**
- * The seam between smol and a hypervisor. QEMU is the only implementation (Firecracker and libkrun need KVM
- * and are not installable here); the interface keeps what is QEMU-specific out of callers.
+ * What one QEMU launch (launcher.ts) is given and gives back. QEMU is the only VMM (Firecracker and libkrun
+ * need KVM and are not installable here), so there is no VMM interface: the Engine (../engine.ts) is the seam.
  */
 import type { DiskSpec, MemoryBackendSpec, NicSpec } from './args.js';
 
@@ -60,19 +60,4 @@ export interface LaunchResult {
   /** Exactly what QEMU was started with (record it with snapshots: state is only valid for the same setup). */
   argv: string[];
   cmdline: string;
-}
-
-export interface VmBackend {
-  readonly name: string;
-  readonly accel: 'kvm' | 'tcg';
-  /** Start a machine detached from this process; resolves once QEMU has daemonized and written its pidfile. */
-  launch(spec: LaunchSpec): Promise<LaunchResult>;
-  /** True while the process exists, is not a zombie, and is this backend's VMM (not a recycled pid). */
-  isAlive(pid: number): boolean;
-  /** SIGTERM, then SIGKILL after graceMs; resolves when the process is gone. */
-  kill(pid: number, graceMs?: number): Promise<void>;
-  /** Resolves true when the process exited within timeoutMs. */
-  waitExit(pid: number, timeoutMs: number): Promise<boolean>;
-  /** Ask the VMM to quit over its control socket (QMP), then wait for the process to go. */
-  quit(qmpPath: string, pid: number, timeoutMs?: number): Promise<void>;
 }

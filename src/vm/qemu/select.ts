@@ -1,5 +1,5 @@
 /**
- * Choosing a backend, and saying precisely why when none is usable (smolvm's lesson): QEMU missing is a
+ * Setting up the QEMU launcher, and saying precisely why QEMU is unusable (smolvm's lesson): QEMU missing is a
  * PrerequisiteError with the apt command; KVM missing is not an error but a one-line notice, and TCG.
  */
 import { PrerequisiteError, UserError } from '../../errors/index.js';
@@ -9,31 +9,30 @@ import { detectHostTscKhz } from '../kernel/tsc.js';
 import { findQemu, kvmUsable, vhostVsockAvailable, QEMU_IMG } from './detect.js';
 import { which } from '../../util/exec.js';
 import { kvmBoots } from './kvm-probe.js';
-import { QemuBackend } from './backend.js';
-import type { VmBackend } from './launch-spec.js';
+import { QemuLauncher } from './launcher.js';
 
-export type { VmBackend, LaunchSpec, LaunchResult, DiskSpec, MemoryBackendSpec } from './launch-spec.js';
-export { QemuBackend } from './backend.js';
+export type { LaunchSpec, LaunchResult, DiskSpec, MemoryBackendSpec } from './launch-spec.js';
+export { QemuLauncher } from './launcher.js';
 export { waitForConsole, consoleTail } from './console.js';
 export { isRunning } from './process.js';
 
 export const QEMU_APT_HINT = 'Install QEMU: sudo apt-get install qemu-system-x86 qemu-utils (or run `npm run setup`).';
 
-export interface SelectBackendOptions {
+export interface SelectLauncherOptions {
   /** Receives one-line notices (e.g. "KVM unusable … using TCG"). */
   notice?: (line: string) => void;
   /** Force an accelerator (tests, or KVM present but unwanted). */
   accel?: 'kvm' | 'tcg';
 }
 
-export async function selectBackend(opts: SelectBackendOptions = {}): Promise<VmBackend> {
+export async function selectLauncher(opts: SelectLauncherOptions = {}): Promise<QemuLauncher> {
   const qemu = await findQemu();
   if (!qemu) throw new PrerequisiteError('no usable VM backend: qemu-system-x86_64 is not installed', { hint: QEMU_APT_HINT });
   if (!(await which(QEMU_IMG))) throw new PrerequisiteError('no usable VM backend: qemu-img is not installed', { hint: QEMU_APT_HINT });
   const accel = opts.accel ?? accelFromEnv() ?? await chooseAccel(qemu.path, opts.notice);
   const tsc = accel === 'tcg' ? await detectHostTscKhz() : null;
   if (accel === 'tcg' && !tsc) opts.notice?.('host TSC frequency unknown: TCG boots may occasionally hang at TSC calibration');
-  return new QemuBackend({ qemuPath: qemu.path, accel, tscKhz: tsc?.khz ?? null, vhostVsock: await vhostVsockAvailable() });
+  return new QemuLauncher({ qemuPath: qemu.path, accel, tscKhz: tsc?.khz ?? null, vhostVsock: await vhostVsockAvailable() });
 }
 
 /** SMOL_ACCEL=kvm|tcg: the user's choice, for hosts where the automatic one is wrong; unset means automatic. */

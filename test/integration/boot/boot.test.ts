@@ -7,7 +7,7 @@ import { existsSync, mkdirSync, mkdtempSync, readFileSync, rmSync, statSync } fr
 import os from 'node:os';
 import path from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { selectBackend, waitForConsole, type LaunchResult, type LaunchSpec, type VmBackend } from '../../../src/vm/qemu/select.js';
+import { selectLauncher, waitForConsole, type LaunchResult, type LaunchSpec, type QemuLauncher } from '../../../src/vm/qemu/select.js';
 import { ensureKernel, type KernelInfo } from '../../../src/vm/kernel/index.js';
 import { createOverlay, ensureInitramfs, resolveImage, type Initramfs } from '../../../src/vm/image/index.js';
 import { AgentClient } from '../../../src/vm/agent/client.js';
@@ -17,14 +17,14 @@ import { writeDockerSave } from '../../fixtures/images/make-image-tarballs.js';
 
 const assets = sharedHome();
 const tmp = mkdtempSync(path.join(os.tmpdir(), 'smol-boot-'));
-let backend: VmBackend;
+let qemu: QemuLauncher;
 let kernel: KernelInfo;
 let initrd: Initramfs;
 const launched: LaunchResult[] = [];
 let seq = 0;
 
 beforeAll(async () => {
-  backend = await selectBackend();
+  qemu = await selectLauncher();
   kernel = await ensureKernel(assets);
   initrd = await ensureInitramfs(assets, kernel);
 });
@@ -33,7 +33,7 @@ afterAll(async () => {
   for (const r of launched) {
     // QEMU deletes its pidfile on a clean exit; the launch result still has the pid
     const fromFile = existsSync(r.pidfilePath) ? Number(readFileSync(r.pidfilePath, 'utf8').trim()) : NaN;
-    await backend.kill(Number.isInteger(fromFile) ? fromFile : r.pid, 500);
+    await qemu.kill(Number.isInteger(fromFile) ? fromFile : r.pid, 500);
   }
   rmSync(tmp, { recursive: true, force: true });
 });
@@ -42,7 +42,7 @@ async function launch(extra: Partial<LaunchSpec> = {}): Promise<{ r: LaunchResul
   const machineDir = path.join(tmp, `m${seq++}`);
   mkdirSync(machineDir);
   const t0 = performance.now();
-  const r = await backend.launch({ machineDir, kernelPath: kernel.vmlinux, initrdPath: initrd.path, memoryMiB: 256, cpus: 1, ...extra });
+  const r = await qemu.launch({ machineDir, kernelPath: kernel.vmlinux, initrdPath: initrd.path, memoryMiB: 256, cpus: 1, ...extra });
   launched.push(r);
   return { r, t0 };
 }
@@ -50,10 +50,10 @@ async function launch(extra: Partial<LaunchSpec> = {}): Promise<{ r: LaunchResul
 /** Boot with the test hook and return the facts /init printed, plus launch→marker milliseconds. */
 async function bootToMarker(extra: Partial<LaunchSpec> = {}): Promise<{ facts: Record<string, string>; ms: number; r: LaunchResult }> {
   const { r, t0 } = await launch({ testHook: { marker: 'boot' }, ...extra });
-  const m = await waitForConsole(r.consoleLogPath, /SMOL_MARKER_BEGIN boot\r?\n([\s\S]*?)SMOL_MARKER_END/, { timeoutMs: 30_000, alive: () => backend.isAlive(r.pid) });
+  const m = await waitForConsole(r.consoleLogPath, /SMOL_MARKER_BEGIN boot\r?\n([\s\S]*?)SMOL_MARKER_END/, { timeoutMs: 30_000, alive: () => qemu.isAlive(r.pid) });
   const ms = performance.now() - t0;
   const facts = Object.fromEntries(m[1].trim().split(/\r?\n/).map((l) => [l.slice(0, l.indexOf(':')), l.slice(l.indexOf(':') + 1).trim()]));
-  expect(await backend.waitExit(r.pid, 10_000)).toBe(true); // the hook powers off; -no-reboot makes QEMU exit
+  expect(await qemu.waitExit(r.pid, 10_000)).toBe(true); // the hook powers off; -no-reboot makes QEMU exit
   return { facts, ms, r };
 }
 
@@ -62,14 +62,14 @@ const median = (xs: number[]) => [...xs].sort((a, b) => a - b)[Math.floor(xs.len
 describe('booting microVMs', () => {
   it('boots the kernel and initramfs to /init with the channel port and no NIC', async () => {
     const { facts, ms, r } = await bootToMarker();
-    console.log(`launch→marker ${ms.toFixed(0)} ms, guest uptime at marker ${facts.uptime} s (${backend.accel}) cmdline: ${r.cmdline}`);
+    console.log(`launch→marker ${ms.toFixed(0)} ms, guest uptime at marker ${facts.uptime} s (${qemu.accel}) cmdline: ${r.cmdline}`);
     expect(Number(facts.uptime)).toBeGreaterThan(0);
     expect(facts.net.split(' ')).toEqual(['lo']);
     expect(facts.routes).toBe('');
     expect(facts.ports.split(' ')).toEqual(['smol.0']);
     expect(facts.modules.split(' ')).toEqual(expect.arrayContaining(['virtio_console', 'virtio_blk', 'virtio_mmio']));
     expect(facts.modules).not.toContain('virtio_net'); // optional groups load only on request
-    if (backend.accel === 'tcg') expect(r.cmdline).toMatch(/tsc_early_khz=\d+/);
+    if (qemu.accel === 'tcg') expect(r.cmdline).toMatch(/tsc_early_khz=\d+/);
   });
 
   it('brings up user-mode networking only when asked', async () => {
@@ -81,7 +81,7 @@ describe('booting microVMs', () => {
 
   it('keeps guest time at host speed (tsc_early_khz is the real TSC rate)', async () => {
     const { r, t0 } = await launch({ testHook: { marker: 'clock', sleepSeconds: 3 } });
-    const alive = () => backend.isAlive(r.pid);
+    const alive = () => qemu.isAlive(r.pid);
     await waitForConsole(r.consoleLogPath, /SMOL_MARKER_BEGIN clock/, { timeoutMs: 30_000, alive });
     const tBegin = performance.now();
     const m = await waitForConsole(r.consoleLogPath, /epoch: (\d+)[\s\S]*SMOL_MARKER_SLEPT 3/, { timeoutMs: 30_000, alive });
@@ -126,8 +126,8 @@ describe('booting microVMs', () => {
     qmp.close();
     // a guest that escapes into QEMU meets its seccomp filter (-sandbox on): mode 2 is a filter in force
     expect(readFileSync(`/proc/${r.pid}/status`, 'utf8')).toMatch(/^Seccomp:\s+2$/m);
-    await backend.quit(r.qmpPath, r.pid, 5000);
-    expect(backend.isAlive(r.pid)).toBe(false);
+    await qemu.quit(r.qmpPath, r.pid, 5000);
+    expect(qemu.isAlive(r.pid)).toBe(false);
   });
 
   it('boots 10 times in a row without a hang', async () => {
@@ -152,8 +152,8 @@ describe('booting with the agent', () => {
     expect((await c1.run({ argv: ['/bin/echo', 'port1'] })).stdout.toString()).toBe('port1\n');
     c0.close();
     c1.close();
-    await backend.quit(r.qmpPath, r.pid, 5000);
-    expect(backend.isAlive(r.pid)).toBe(false);
+    await qemu.quit(r.qmpPath, r.pid, 5000);
+    expect(qemu.isAlive(r.pid)).toBe(false);
 
     const def = await resolveImage('default', assets);
     const overlay = path.join(tmp, 'agent-overlay.qcow2');
@@ -165,7 +165,7 @@ describe('booting with the agent', () => {
     expect(release).toBe('smol default image (busybox)');
     expect(pid1cmd.startsWith('/.smol/smol-agent --port smol.0')).toBe(true);
     c.close();
-    await backend.quit(d.r.qmpPath, d.r.pid, 5000);
-    expect(backend.isAlive(d.r.pid)).toBe(false);
+    await qemu.quit(d.r.qmpPath, d.r.pid, 5000);
+    expect(qemu.isAlive(d.r.pid)).toBe(false);
   });
 });

@@ -1,4 +1,7 @@
-/** The QEMU backend: microvm, detached with -daemonize so machines outlive the CLI that started them. */
+/**
+ * Starting and stopping one QEMU process: microvm, detached with -daemonize so machines outlive the CLI that
+ * started them. The engine (engine.ts) and its fork operations (fork-ops.ts) are its only users.
+ */
 import { rm, mkdir, readFile } from 'node:fs/promises';
 import path from 'node:path';
 import { run } from '../../util/exec.js';
@@ -9,11 +12,11 @@ import { QmpClient } from './qmp.js';
 import { AGENT_VSOCK_PORT } from '../image/init-script.js';
 import { isRunning, waitGone } from './process.js';
 import { CONSOLE_FD, consoleMaxBytes, keeperPidFile, withConsoleKeeper } from './console-keeper.js';
-import type { LaunchResult, LaunchSpec, VmBackend } from './launch-spec.js';
+import type { LaunchResult, LaunchSpec } from './launch-spec.js';
 
 const UNIX_PATH_MAX = 107;
 
-export interface QemuBackendOptions {
+export interface QemuLauncherOptions {
   qemuPath: string;
   accel: 'kvm' | 'tcg';
   /** Host TSC kHz for tsc_early_khz under TCG (null: unknown; boots may then hang now and then). */
@@ -21,10 +24,11 @@ export interface QemuBackendOptions {
   vhostVsock: boolean;
 }
 
-export class QemuBackend implements VmBackend {
-  readonly name = 'qemu';
+export class QemuLauncher {
   readonly accel: 'kvm' | 'tcg';
-  constructor(private readonly o: QemuBackendOptions) { this.accel = o.accel; }
+  constructor(private readonly o: QemuLauncherOptions) { this.accel = o.accel; }
+
+  /** Start a machine detached from this process; resolves once QEMU has daemonized and written its pidfile. */
 
   async launch(spec: LaunchSpec): Promise<LaunchResult> {
     const runDir = spec.runDir ?? spec.machineDir;
@@ -77,10 +81,12 @@ export class QemuBackend implements VmBackend {
     };
   }
 
+  /** True while the process exists, is not a zombie, and is QEMU (not a recycled pid). */
   isAlive(pid: number): boolean {
     return isRunning(pid, 'qemu-system');
   }
 
+  /** SIGTERM, then SIGKILL after graceMs; resolves when the process is gone. */
   async kill(pid: number, graceMs = 2000): Promise<void> {
     if (!this.isAlive(pid)) return;
     try { process.kill(pid, 'SIGTERM'); } catch { return; }
@@ -89,10 +95,12 @@ export class QemuBackend implements VmBackend {
     await waitGone(pid, 'qemu-system', 5000);
   }
 
+  /** Resolves true when the process exited within timeoutMs. */
   waitExit(pid: number, timeoutMs: number): Promise<boolean> {
     return waitGone(pid, 'qemu-system', timeoutMs);
   }
 
+  /** Ask QEMU to quit over QMP, then wait for the process to go, and signal it if it does not. */
   async quit(qmpPath: string, pid: number, timeoutMs = 5000): Promise<void> {
     if (!this.isAlive(pid)) return;
     const start = Date.now();
