@@ -27,6 +27,7 @@ import { mountInGuest } from './volumes/hotplug.js';
 import { startRamCopy } from './volumes/ram-copy.js';
 import type { SharedFs } from './volumes/virtiofsd.js';
 import type { MachineService } from './service.js';
+import { PREWARM_EXEC_MS, SNAPSHOT_CAPTURE_STALE_MS, SNAPSHOT_LOOKUP_GRACE_MS } from './limits.js';
 
 /** Bumped whenever what a snapshot holds changes meaning. */
 const FORMAT = 1;
@@ -122,7 +123,6 @@ export function findSnapshot(home: string, k: SnapshotKey): BootSnapshot | null 
  * state homes may share, so the marker lives with the snapshot, not with a machine.
  */
 const usersDir = (dir: string) => path.join(dir, 'users');
-export const SNAPSHOT_LOOKUP_GRACE_MS = 60_000;
 
 function markInUse(snap: BootSnapshot, rec: MachineRecord): () => void {
   const f = path.join(usersDir(snap.dir), `${process.pid}-${rec.id}`);
@@ -285,7 +285,7 @@ async function prewarm(ch: GuestChannel): Promise<void> {
       h.stdin.end();
       h.stdout.resume();
       h.stderr.resume();
-      await Promise.race([h.exit, new Promise((r) => setTimeout(r, 5_000).unref())]);
+      await Promise.race([h.exit, new Promise((r) => setTimeout(r, PREWARM_EXEC_MS).unref())]);
     } catch {
       // not there, or not runnable: nothing to warm
     }
@@ -296,7 +296,7 @@ function prune(root: string, keep: number): void {
   for (const n of fs.readdirSync(root).filter((x) => x.startsWith('.tmp-'))) {
     const p = path.join(root, n);
     // a capture killed with -9 leaves its temp dir; a live one finishes in well under a minute
-    try { if (Date.now() - fs.statSync(p).mtimeMs > 10 * 60_000) fs.rmSync(p, { recursive: true, force: true }); } catch { /* gone already */ }
+    try { if (Date.now() - fs.statSync(p).mtimeMs > SNAPSHOT_CAPTURE_STALE_MS) fs.rmSync(p, { recursive: true, force: true }); } catch { /* gone already */ }
   }
   const entries = fs.readdirSync(root).filter((n) => !n.startsWith('.')).map((n) => {
     try {

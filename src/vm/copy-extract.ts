@@ -15,6 +15,7 @@ import { lstat } from 'node:fs/promises';
 import { Parser, type ReadEntry } from 'tar';
 import { ExitCode, SmolError, mapFsError } from '../errors/index.js';
 import { refused, TreeWriter, type ExtractStats, type WriterOptions } from './copy-writer.js';
+import { CP_TAR_META_MAX_BYTES } from './limits.js';
 
 export type ExtractOptions = WriterOptions;
 export type { ExtractStats };
@@ -33,8 +34,7 @@ function asCopyError(err: unknown, what: string): unknown {
 export async function extractUntrusted(input: AsyncIterable<Buffer>, root: string, o: ExtractOptions): Promise<ExtractStats> {
   if (!(await lstat(root)).isDirectory()) throw new SmolError(`cp failed: ${root} is not a directory`);
   const w = new TreeWriter(root, o);
-  // meta entries (long names, pax headers) are held in memory: node-tar's 1 MiB bound, kept explicit
-  const parser = new Parser({ strict: true, maxMetaEntrySize: 1024 * 1024 });
+  const parser = new Parser({ strict: true, maxMetaEntrySize: CP_TAR_META_MAX_BYTES });
   let failure: unknown;
   let current: ReadEntry | undefined;
   let chain = Promise.resolve();

@@ -5,11 +5,7 @@
  */
 import { Transform } from 'node:stream';
 import { InterruptedError, NoSpaceError, TimeoutError } from '../errors/index.js';
-
-/** Generous: a copy is a deliberate act, the cap only stops a guest from filling the host disk unasked. */
-export const DEFAULT_MAX_BYTES = 10 * 1024 ** 3;
-/** A live guest sends something every few milliseconds; a minute of silence is a stall (or a FIFO). */
-export const DEFAULT_IDLE_MS = 60_000;
+import { CP_IDLE_MS, CP_MAX_BYTES } from './limits.js';
 
 export interface CopyLimits {
   /** Bytes the guest may send: a file's contents, or with -r the whole tar stream. */
@@ -41,8 +37,8 @@ export class CopyGuard {
   };
 
   constructor(private readonly what: string, private readonly limits: CopyLimits = {}) {
-    this.maxBytes = limits.maxBytes ?? DEFAULT_MAX_BYTES;
-    this.idleMs = limits.idleMs ?? DEFAULT_IDLE_MS;
+    this.maxBytes = limits.maxBytes ?? CP_MAX_BYTES;
+    this.idleMs = limits.idleMs ?? CP_IDLE_MS;
     this.signal = this.ctl.signal;
     if (limits.signal?.aborted) this.onUserAbort();
     else limits.signal?.addEventListener('abort', this.onUserAbort, { once: true });

@@ -19,6 +19,7 @@ import type { ExecHandle, GuestChannel } from './engine.js';
 import { CopyGuard, type CopyLimits } from './copy-guard.js';
 import { extractUntrusted } from './copy-extract.js';
 import { mergeInto } from './copy-merge.js';
+import { CP_STDERR_TAIL_BYTES } from './limits.js';
 
 /**
  * The last few KiB of a guest's stderr: enough for its error, and a guest cannot make smol hold more.
@@ -27,7 +28,7 @@ import { mergeInto } from './copy-merge.js';
 async function tail(s: NodeJS.ReadableStream): Promise<string> {
   let t = '';
   try {
-    for await (const c of s) t = (t + String(c)).slice(-4096);
+    for await (const c of s) t = (t + String(c)).slice(-CP_STDERR_TAIL_BYTES);
   } catch { /* the channel closed: what came is all there is */ }
   return t;
 }

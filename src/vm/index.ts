@@ -13,3 +13,4 @@ export * from './api/prune.js'; // smol prune
 export * from './api/pack.js'; // the pack source, resume
 export * from './api/prefetch.js'; // the early image fingerprint
 export * from './api/host.js'; // doctor, setup
+export * from './api/limits.js'; // timeouts and limits the CLI shows in help or shares (kill grace, cleanup bound)

@@ -22,6 +22,7 @@ import { AGENT_PORTS, type MachineLayout } from './layout.js';
 import { findQemu } from './qemu/detect.js';
 import type { MachineRecord } from './store/machines.js';
 import type { MachineService, OpenChannel } from './service.js';
+import { QEMU_PROBE_MS } from './limits.js';
 
 /** qemu/args.ts launches every machine as microvm. */
 export const MACHINE_TYPE = 'microvm';
@@ -43,7 +44,7 @@ export async function qemuBuild(): Promise<string> {
   if (!q) return 'unknown';
   const st = fs.statSync(q.path);
   const line = await cachedProbe('qemu-build', `${q.path}:${st.size}:${st.mtimeMs}:${st.ino}`, async () => {
-    const r = await run(q.path, ['--version'], { allowFailure: true, timeoutMs: 10_000 });
+    const r = await run(q.path, ['--version'], { allowFailure: true, timeoutMs: QEMU_PROBE_MS });
     return r.stdout.split('\n')[0]?.replace(/^.*?version\s+/i, '').trim() || null;
   });
   return line ?? 'unknown';

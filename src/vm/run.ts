@@ -5,7 +5,8 @@ import type { ExecRequest, Progress } from './engine.js';
 import { execOnChannel, interrupted, type ExecIo, type ExecResult } from './exec.js';
 import { shmHasRoom } from './layout.js';
 import type { MachineRecord } from './store/machines.js';
-import { DEFAULT_BOOT_TIMEOUT_MS, type MachineService, type OpenChannel } from './service.js';
+import type { MachineService, OpenChannel } from './service.js';
+import { DEFAULT_BOOT_TIMEOUT_MS, RESTORE_TIMEOUT_MS, RUN_SETTLE_MS } from './limits.js';
 import { attachGpu } from './gpu.js';
 import { deliverSecrets, resolveSecrets, type ResolvedSecrets } from './secrets.js';
 import { mergeSecrets, type SecretDecl } from '../smolfile/secrets.js';
@@ -96,7 +97,7 @@ export async function runCreated(svc: MachineService, rec: MachineRecord, req: E
 
 /** Remove (or stop) the machine once nobody else holds its lock; someone's `machine rm` may have beaten us. */
 async function settle(svc: MachineService, id: string, keep: boolean): Promise<void> {
-  const deadline = Date.now() + 30_000;
+  const deadline = Date.now() + RUN_SETTLE_MS;
   for (;;) {
     try {
       if (keep) await svc.stop(id, { force: true });
@@ -144,7 +145,7 @@ async function bootOrRestore(svc: MachineService, rec: MachineRecord, o: RunOpti
     const timeoutMs = o.bootTimeoutMs ?? DEFAULT_BOOT_TIMEOUT_MS;
     const t0 = Date.now();
     try {
-      return await startFromSnapshot(svc, rec, snap, { timeoutMs: Math.min(timeoutMs, 30_000), onProgress: o.onProgress });
+      return await startFromSnapshot(svc, rec, snap, { timeoutMs: Math.min(timeoutMs, RESTORE_TIMEOUT_MS), onProgress: o.onProgress });
     } catch (err) {
       if (o.signal?.aborted) throw interrupted(o.signal); // the snapshot is fine: we killed its machine
       if (Date.now() - t0 >= timeoutMs) {

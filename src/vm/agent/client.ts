@@ -18,6 +18,7 @@ import { quiet } from './guest-errors.js';
 import { decodeError, decodeHello, encodeConfigure, encodeExec, encodeGet, encodeHello, encodePut, type ConfigureRequest, type ExecRequest, type Hello } from './payloads.js';
 import { Capability, FrameType, GUEST_STREAM_BIT, HEADER_LENGTH, HELLO_MAGIC, HOST_WINDOW, MAX_GUEST_STREAMS, MAX_PAYLOAD, OUTBOUND_BUDGET, PROTOCOL_VERSION, PutFlag, ShutdownFlag } from './protocol.js';
 import { SimpleHandler } from './simple-handler.js';
+import { AGENT_HELLO_RETRY_CAP_MS, AGENT_HELLO_TIMEOUT_MS } from '../limits.js';
 
 export interface ConnectOptions {
   /** Handshake deadline (default 10 s). */
@@ -93,7 +94,7 @@ export class AgentClient {
   /** Performs the HELLO handshake on an open byte stream. On failure the stream is destroyed. */
   static async connect(socket: Duplex, opts: ConnectOptions = {}): Promise<AgentClient> {
     const client = new AgentClient(socket, opts.window ?? HOST_WINDOW, opts.name);
-    const timeoutMs = opts.timeoutMs ?? 10_000;
+    const timeoutMs = opts.timeoutMs ?? AGENT_HELLO_TIMEOUT_MS;
     const hello = new Promise<Hello>((resolve) => (client.onHello = resolve));
     let timer: NodeJS.Timeout | undefined;
     const timeout = new Promise<never>((_, reject) => {
@@ -106,7 +107,7 @@ export class AgentClient {
     // Resent after 25, 50, 100 … ms, then every helloRetryMs: on a serial port a HELLO can be swallowed by a
     // stale partial frame from an earlier host, and an older agent dropped the answer to about one connect in
     // 30 to a port idle for over 2 s (see docs/agent-protocol.md). Only the answer to the latest counts.
-    const cap = opts.helloRetryMs ?? 1000;
+    const cap = opts.helloRetryMs ?? AGENT_HELLO_RETRY_CAP_MS;
     let retry: NodeJS.Timeout | undefined;
     const resend = (delay: number) => {
       retry = setTimeout(() => { client.sendHello(); resend(Math.min(delay * 2, cap)); }, delay);

@@ -5,9 +5,8 @@
 
 /** A command in a running machine (`machine exec`/`shell`), its exit status, and the same on an open channel. */
 export { execInMachine, execOnChannel, exitCodeOf, type ExecIo, type ExecResult } from '../exec.js';
-/** `smol machine cp`: one end may be `MACHINE:PATH`; the defaults bound what a guest can make the host write or wait for. */
+/** `smol machine cp`: one end may be `MACHINE:PATH`; the defaults (api/limits.ts) bound what a guest can make the host write or wait for. */
 export { copy, parseCopyEnd, type CopyEnd, type CopyOptions } from '../exec.js';
-export { DEFAULT_IDLE_MS, DEFAULT_MAX_BYTES } from '../copy-guard.js';
 /** `machine exec -d`: a command left running in the guest, its output in a guest log file. */
 export { execDetached, type DetachedExec } from '../exec-detached.js';
 /** A Smolfile's `secrets:` read from the host environment, to be sent to the guest and never stored. */

@@ -10,6 +10,7 @@ import { lstat, mkdir, readdir, rm, symlink } from 'node:fs/promises';
 import path from 'node:path';
 import * as tar from 'tar';
 import { UserError, ValidationError, mapFsError } from '../../errors/index.js';
+import { IMAGE_MAX_FILES, IMAGE_MAX_GIB } from '../limits.js';
 
 const WHITEOUT = '.wh.';
 const OPAQUE = '.wh..wh..opq';
@@ -47,9 +48,6 @@ async function noSymlinkOnPath(root: string, parts: string[]): Promise<boolean> 
  */
 export interface UnpackBudget { bytes: number; entries: number }
 
-export const DEFAULT_MAX_GIB = 64;
-export const DEFAULT_MAX_FILES = 2_000_000;
-
 function positiveInt(env: NodeJS.ProcessEnv, name: string, dflt: number): number {
   const raw = env[name];
   if (raw === undefined || raw === '') return dflt;
@@ -58,9 +56,9 @@ function positiveInt(env: NodeJS.ProcessEnv, name: string, dflt: number): number
   return n;
 }
 
-/** A fresh budget for one image: SMOL_IMAGE_MAX_GIB of file content (64) and SMOL_IMAGE_MAX_FILES entries (2,000,000). */
+/** A fresh budget for one image: SMOL_IMAGE_MAX_GIB of file content and SMOL_IMAGE_MAX_FILES entries (defaults in vm/limits.ts). */
 export function unpackBudget(env: NodeJS.ProcessEnv = process.env): UnpackBudget {
-  return { bytes: positiveInt(env, 'SMOL_IMAGE_MAX_GIB', DEFAULT_MAX_GIB) * 2 ** 30, entries: positiveInt(env, 'SMOL_IMAGE_MAX_FILES', DEFAULT_MAX_FILES) };
+  return { bytes: positiveInt(env, 'SMOL_IMAGE_MAX_GIB', IMAGE_MAX_GIB) * 2 ** 30, entries: positiveInt(env, 'SMOL_IMAGE_MAX_FILES', IMAGE_MAX_FILES) };
 }
 
 /**

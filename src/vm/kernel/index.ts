@@ -11,6 +11,7 @@ import { PrerequisiteError, mapFsError } from '../../errors/index.js';
 import { extractVmlinux } from './vmlinux.js';
 import { GUEST_MODULES, loadOrder, moduleName, parseModulesDep } from './modules.js';
 import { sweepStaleTemps } from '../image/tmp.js';
+import { APT_TIMEOUT_MS } from '../limits.js';
 
 export { detectHostTscKhz, type TscReading } from './tsc.js';
 export { GUEST_MODULES, moduleGroup, type ModuleGroup } from './modules.js';
@@ -92,7 +93,7 @@ async function resolvePackage(): Promise<{ pkg: string; version: string }> {
   let pkg = await lookup();
   // a fresh container often has no package lists yet; as root we can fetch them
   if (!pkg && process.getuid?.() === 0) {
-    await run('apt-get', ['update', '-qq'], { allowFailure: true, timeoutMs: 300_000 });
+    await run('apt-get', ['update', '-qq'], { allowFailure: true, timeoutMs: APT_TIMEOUT_MS });
     pkg = await lookup();
   }
   if (!pkg) {
@@ -108,7 +109,7 @@ async function buildKernelDir(root: string, dir: string, pkg: string, version: s
   await sweepStaleTemps(root);
   const tmp = await mkdtemp(path.join(root, '.tmp-'));
   try {
-    const dl = await run('apt-get', ['download', `${pkg}=${version}`], { cwd: tmp, allowFailure: true, timeoutMs: 300_000 });
+    const dl = await run('apt-get', ['download', `${pkg}=${version}`], { cwd: tmp, allowFailure: true, timeoutMs: APT_TIMEOUT_MS });
     const debs = (await readdir(tmp)).filter((f) => f.endsWith('.deb'));
     if (dl.exitCode !== 0 || debs.length !== 1) {
       throw new PrerequisiteError(`apt-get download ${pkg} failed: ${dl.stderr.trim().split('\n').slice(-2).join(' ')}`, { hint: 'Check that the Debian archive is reachable (apt-get update), then run `smol setup` again.' });

@@ -6,6 +6,7 @@
 import { readFile } from 'node:fs/promises';
 import { run } from '../../util/exec.js';
 import { cachedProbe } from '../../util/probe-cache.js';
+import { TSC_PROBE_MS } from '../limits.js';
 
 export interface TscReading { khz: number; source: string }
 
@@ -41,7 +42,7 @@ async function detect(): Promise<TscReading | null> {
   const sysfs = await readFile('/sys/devices/system/cpu/cpu0/tsc_freq_khz', 'utf8').catch(() => null);
   if (sysfs && Number(sysfs.trim()) > 0) return { khz: Number(sysfs.trim()), source: 'sysfs tsc_freq_khz' };
   for (const [cmd, args] of [['dmesg', []], ['journalctl', ['-k', '-b', '--no-pager', '-q']]] as const) {
-    const r = await run(cmd, args, { allowFailure: true, timeoutMs: 5000 }).catch(() => null);
+    const r = await run(cmd, args, { allowFailure: true, timeoutMs: TSC_PROBE_MS }).catch(() => null);
     const khz = r && r.exitCode === 0 ? parseTscFromKernelLog(r.stdout) : null;
     if (khz) return { khz, source: cmd };
   }

@@ -15,6 +15,7 @@ import { PrerequisiteError, SmolError } from '../../errors/index.js';
 import type { AllowRule, PortMapping } from '../../smolfile/network.js';
 import { run, spawnDaemon, which } from '../../util/exec.js';
 import type { MachineLayout } from '../layout.js';
+import { FORWARDER_LISTEN_MS } from '../limits.js';
 import { enableForwarding, releaseForwarding } from './host-forwarding.js';
 import { dnsmasqArgs, hostRuleset, HOST_IF_PREFIX, machineRuleset, NFLOG_GROUP, NS_IF_PREFIX } from './rules.js';
 
@@ -182,7 +183,7 @@ async function detached(file: string, args: string[], outFile?: string): Promise
 }
 
 async function waitListening(host: string, port: number, pid: number): Promise<void> {
-  const deadline = Date.now() + 5_000;
+  const deadline = Date.now() + FORWARDER_LISTEN_MS;
   while (Date.now() < deadline) {
     if (!fs.existsSync(`/proc/${pid}`)) break;
     const ok = await new Promise<boolean>((resolve) => {

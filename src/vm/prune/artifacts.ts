@@ -13,8 +13,7 @@ import type { MachineService } from '../service.js';
 import { diskUsage } from '../usage.js';
 import { diskBytes, recentlyTouched } from './du.js';
 import { result, type PruneOptions, type PruneResult, type PrunedItem } from './types.js';
-
-export const ARTIFACT_LOOKUP_GRACE_MS = 60_000;
+import { ARTIFACT_LOOKUP_GRACE_MS } from '../limits.js';
 
 /** Every file path a machine of this home depends on. */
 function pathsInUse(svc: MachineService): string[] {

@@ -15,9 +15,7 @@ import { isOrphan } from '../reconcile.js';
 import type { MachineService } from '../service.js';
 import { diskBytes, recentlyTouched } from './du.js';
 import { result, type PruneOptions, type PruneResult, type PrunedItem } from './types.js';
-
-/** A directory with no row that is this young may be a machine or spare being made right now. */
-const YOUNG_MS = 60_000;
+import { UNREGISTERED_DIR_GRACE_MS } from '../limits.js';
 
 export async function pruneMachines(svc: MachineService, o: PruneOptions = {}): Promise<PruneResult> {
   const removed: PrunedItem[] = [];
@@ -46,7 +44,7 @@ export async function pruneMachines(svc: MachineService, o: PruneOptions = {}): 
   for (const root of [dataPaths(svc.home).machines, runRoot(svc.home)]) {
     for (const id of safeReaddir(root)) {
       const p = path.join(root, id);
-      if (known.has(id) || !/^[0-9a-f]{12}$/.test(id) || recentlyTouched(p, YOUNG_MS)) continue;
+      if (known.has(id) || !/^[0-9a-f]{12}$/.test(id) || recentlyTouched(p, UNREGISTERED_DIR_GRACE_MS)) continue;
       const item = { name: `${root === runRoot(svc.home) ? 'run dir' : 'dir'} ${id}`, bytes: diskBytes(p) };
       if (!o.dryRun) fs.rmSync(p, { recursive: true, force: true });
       removed.push(item);

@@ -7,9 +7,7 @@ import path from 'node:path';
 import { snapshotInUse, snapshotsDir } from '../boot-snapshot.js';
 import { diskBytes, recentlyTouched } from './du.js';
 import { result, type PruneOptions, type PruneResult, type PrunedItem } from './types.js';
-
-/** A capture's temp dir younger than this may still be filling (a capture takes well under a minute). */
-const CAPTURE_MS = 10 * 60_000;
+import { SNAPSHOT_CAPTURE_STALE_MS } from '../limits.js';
 
 export async function pruneBootSnapshots(home: string, o: PruneOptions = {}): Promise<PruneResult> {
   const root = snapshotsDir(home);
@@ -22,7 +20,7 @@ export async function pruneBootSnapshots(home: string, o: PruneOptions = {}): Pr
   const removed: PrunedItem[] = [];
   for (const n of names) {
     const p = path.join(root, n);
-    if (n.startsWith('.') ? recentlyTouched(p, CAPTURE_MS) : snapshotInUse(p)) continue;
+    if (n.startsWith('.') ? recentlyTouched(p, SNAPSHOT_CAPTURE_STALE_MS) : snapshotInUse(p)) continue;
     const item = { name: n, bytes: diskBytes(p) };
     if (!o.dryRun) fs.rmSync(p, { recursive: true, force: true });
     removed.push(item);

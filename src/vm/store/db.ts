@@ -3,6 +3,7 @@ import fs from 'node:fs';
 import path from 'node:path';
 import Database from 'better-sqlite3';
 import { mapFsError } from '../../errors/index.js';
+import { MACHINE_DB_BUSY_MS } from '../limits.js';
 
 const migrations: string[] = [
   `CREATE TABLE machines (
@@ -60,7 +61,7 @@ export function openMachineDb(file: string): Db {
     fs.mkdirSync(path.dirname(file), { recursive: true });
     const db = new Database(file);
     db.pragma('journal_mode = WAL');
-    db.pragma('busy_timeout = 5000');
+    db.pragma(`busy_timeout = ${MACHINE_DB_BUSY_MS}`);
     db.pragma('synchronous = NORMAL');
     migrate(db);
     return db;

@@ -8,6 +8,7 @@
  */
 import { BootError } from '../../errors/index.js';
 import type { GuestChannel } from '../engine.js';
+import { VOLUME_MOUNT_ATTEMPTS } from '../limits.js';
 import { trace } from '../../util/trace.js';
 import { HOTPLUG_PORT } from '../qemu/args.js';
 import type { QmpClient } from '../qemu/qmp.js';
@@ -31,9 +32,6 @@ export async function plugSharedFs(qmp: QmpClient, socketPath: string, tag: stri
 export const VIRTIOFS_READ_AHEAD_KB = 8192;
 export const READ_AHEAD_LINE = `while read -r _ _ d _ p _; do [ "$p" = /run/smol/vol ] && { echo ${VIRTIOFS_READ_AHEAD_KB} >"/sys/class/bdi/$d/read_ahead_kb"; } 2>/dev/null; done </proc/self/mountinfo; true`;
 
-/** 2,000 PCI rescans 10 ms apart (20 s or more): a bound that only a stuck device reaches. */
-const MOUNT_ATTEMPTS = 2_000;
-
 /**
  * The guest side, as /init's smol.vols block does it at boot, done by the agent itself (CONFIGURE's volumes
  * key, shims/agent/volumes.c): a shell and its five mount and mkdir processes cost ~100 ms more in a guest
@@ -45,7 +43,7 @@ const MOUNT_ATTEMPTS = 2_000;
  */
 export async function mountInGuest(ch: GuestChannel, fs: Pick<SharedFs, 'tag' | 'mounts'>, name: string): Promise<void> {
   try {
-    await ch.configure({ volumes: { tag: fs.tag, attempts: MOUNT_ATTEMPTS, readAheadKb: VIRTIOFS_READ_AHEAD_KB, mounts: fs.mounts } });
+    await ch.configure({ volumes: { tag: fs.tag, attempts: VOLUME_MOUNT_ATTEMPTS, readAheadKb: VIRTIOFS_READ_AHEAD_KB, mounts: fs.mounts } });
   } catch (err) {
     throw new BootError(`boot failed: the volumes of machine "${name}" could not be mounted after restore: ${(err as Error).message}`, {
       where: name, hint: 'Run with --cold-boot to mount them at boot instead, and report this with `smol machine logs`.',

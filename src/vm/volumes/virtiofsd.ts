@@ -19,6 +19,7 @@ import { hostVolumeProblem, refusedVolume, type HostVolume } from './spec.js';
 import { spawnDaemon } from '../../util/exec.js';
 import { buildPaths } from '../../util/paths.js';
 import type { MachineLayout } from '../layout.js';
+import { VIRTIOFSD_START_MS, VIRTIOFSD_STOP_MS } from '../limits.js';
 import { isRunning, waitGone } from '../qemu/process.js';
 
 export const VIRTIOFSD = process.env.SMOL_VIRTIOFSD ?? '/usr/lib/qemu/virtiofsd';
@@ -110,7 +111,7 @@ export async function startVirtiofsd(layout: Pick<MachineLayout, 'dir' | 'runDir
     throw new BootError(`boot failed: virtiofsd did not start${name ? ` for machine "${name}"` : ''}: unshare could not be run`, { where: name, hint: 'Install util-linux (or run `npm run setup`).' });
   }
   fs.writeFileSync(f.pidFile, `${pid}\n`);
-  const deadline = Date.now() + 10_000;
+  const deadline = Date.now() + VIRTIOFSD_START_MS;
   while (!fs.existsSync(f.socket)) {
     if (!isRunning(pid, '') || Date.now() > deadline) {
       await stopVirtiofsd(layout);
@@ -149,7 +150,7 @@ export async function stopVirtiofsd(layout: Pick<MachineLayout, 'dir' | 'runDir'
     // writes are synchronous (each answered before the guest went on), so a kill loses nothing and saves
     // every run with volumes that wait
     try { process.kill(pid, 'SIGKILL'); } catch { /* gone */ }
-    await waitGone(pid, '', 2_000);
+    await waitGone(pid, '', VIRTIOFSD_STOP_MS);
     // the sandboxed child dies with its parent (PDEATHSIG); make sure of it
     for (const k of kids) if (isRunning(k, 'virtiofsd')) try { process.kill(k, 'SIGKILL'); } catch { /* gone */ }
   }

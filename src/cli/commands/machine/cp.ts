@@ -1,7 +1,8 @@
 import type { Command } from 'commander';
 import { z } from 'zod';
 import { ExitCode, InterruptedError } from '../../../errors/index.js';
-import { copy, DEFAULT_IDLE_MS, DEFAULT_MAX_BYTES, parseCopyEnd } from '../../../vm/api/exec.js';
+import { copy, parseCopyEnd } from '../../../vm/api/exec.js';
+import { ABORT_CLEANUP_MS, CP_IDLE_MS, CP_MAX_BYTES } from '../../../vm/api/limits.js';
 import { machineService } from '../../context.js';
 import { durationSchema, parseFlags } from '../../machine-options.js';
 import { formatBytes, printJson } from '../../output.js';
@@ -27,17 +28,14 @@ const cpSchema = z.object({
   keepOutsideLinks: z.boolean().optional(),
 });
 
-/** After Ctrl-C or SIGTERM the copy cleans up its partial file; if that hangs, smol exits anyway. */
-const CLEANUP_MS = 10_000;
-
 export function register(parent: Command): void {
   parent.command('cp')
     .description('copy a file (or with -r a directory) into or out of a running machine (MACHINE:/path names the guest side)')
     .argument('<src>', 'source: a host path or MACHINE:/path')
     .argument('<dst>', 'destination: a host path or MACHINE:/path')
     .option('-r, --recursive', 'copy directories, keeping modes and symlinks (onto an existing directory: inside it)')
-    .option('--max-size <size>', `out of a guest: refuse more than this many bytes (default ${DEFAULT_MAX_BYTES / 1024 ** 3}G)`)
-    .option('--idle-timeout <duration>', `out of a guest: fail when it sends nothing this long (default ${DEFAULT_IDLE_MS / 1000}s)`)
+    .option('--max-size <size>', `out of a guest: refuse more than this many bytes (default ${CP_MAX_BYTES / 1024 ** 3}G)`)
+    .option('--idle-timeout <duration>', `out of a guest: fail when it sends nothing this long (default ${CP_IDLE_MS / 1000}s)`)
     .option('--preserve-special', 'out of a guest with -r: create its device nodes and FIFOs (skipped by default)')
     .option('--keep-outside-links', 'out of a guest with -r: keep symlinks that point outside the copied directory (skipped by default)')
     .option('--json', 'print the result as JSON')
@@ -50,7 +48,7 @@ export function register(parent: Command): void {
       const stop = (code: typeof ExitCode.interrupted | typeof ExitCode.terminated) => () => {
         if (ctl.signal.aborted) process.exit(code);
         ctl.abort(new InterruptedError(code === ExitCode.interrupted ? 'interrupted' : 'terminated', code));
-        setTimeout(() => process.exit(code), CLEANUP_MS).unref();
+        setTimeout(() => process.exit(code), ABORT_CLEANUP_MS).unref(); // should removing the partial file hang
       };
       const onInt = stop(ExitCode.interrupted), onTerm = stop(ExitCode.terminated);
       if (out) { process.on('SIGINT', onInt); process.on('SIGTERM', onTerm); }

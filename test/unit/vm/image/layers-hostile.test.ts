@@ -9,7 +9,8 @@ import path from 'node:path';
 import * as tar from 'tar';
 import { afterAll, describe, expect, it } from 'vitest';
 import { UserError, ValidationError } from '../../../../src/errors/index.js';
-import { DEFAULT_MAX_FILES, DEFAULT_MAX_GIB, applyLayer, unpackBudget } from '../../../../src/vm/image/layers.js';
+import { applyLayer, unpackBudget } from '../../../../src/vm/image/layers.js';
+import { IMAGE_MAX_FILES, IMAGE_MAX_GIB } from '../../../../src/vm/limits.js';
 
 const tmp = mkdtempSync(path.join(os.tmpdir(), 'layers-hostile-'));
 afterAll(() => rmSync(tmp, { recursive: true, force: true }));
@@ -103,7 +104,7 @@ describe('hostile layers', () => {
   });
 
   it('reads the budget from the environment', () => {
-    expect(unpackBudget({})).toEqual({ bytes: DEFAULT_MAX_GIB * 2 ** 30, entries: DEFAULT_MAX_FILES });
+    expect(unpackBudget({})).toEqual({ bytes: IMAGE_MAX_GIB * 2 ** 30, entries: IMAGE_MAX_FILES });
     expect(unpackBudget({ SMOL_IMAGE_MAX_GIB: '2', SMOL_IMAGE_MAX_FILES: '10' })).toEqual({ bytes: 2 * 2 ** 30, entries: 10 });
     expect(() => unpackBudget({ SMOL_IMAGE_MAX_GIB: '1.5' })).toThrow(UserError);
     expect(() => unpackBudget({ SMOL_IMAGE_MAX_FILES: '0' })).toThrow(/SMOL_IMAGE_MAX_FILES must be a whole number/);
