@@ -10,7 +10,7 @@ import crypto from 'node:crypto';
 import { Writable } from 'node:stream';
 import { pipeline } from 'node:stream/promises';
 import { NotFoundError } from '../errors/index.js';
-import { execOnChannel, type ExecIo, type ExecRequest, type ExecResult, type GuestChannel } from '../vm/index.js';
+import { execOnChannel, type ExecIo, type ExecRequest, type ExecResult, type GuestChannel } from '../vm/api/exec.js';
 
 /** The guest's shell applies the stage's limits to itself and becomes the command (no fork, no subshell). */
 const RUN = 'eval "$SMOL_LIMITS" && exec "$@" < "$SMOL_INPUT" > stdout';

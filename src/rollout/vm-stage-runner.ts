@@ -11,14 +11,13 @@
  */
 import crypto from 'node:crypto';
 import fs from 'node:fs';
-import os from 'node:os';
 import { Writable } from 'node:stream';
 import { ConflictError, ForkError, NotFoundError, TimeoutError } from '../errors/index.js';
 import type { Smolfile } from '../smolfile/schema.js';
-import {
-  forkMachine, ForkPointStore, pidAlive, prepareClone, runEphemeral, saveForkPoint, startPrepared,
-  type ExecHandle, type ExecIo, type ExecRequest, type ExecResult, type MachineService, type PreparedClone,
-} from '../vm/index.js';
+import type { ExecHandle, ExecIo, ExecRequest, ExecResult } from '../vm/api/exec.js';
+import { forkMachine, ForkPointPool, saveForkPoint, type PreparedClone } from '../vm/api/fork.js';
+import { ForkPointStore, pidAlive, type MachineService } from '../vm/api/machines.js';
+import { runEphemeral } from '../vm/api/run.js';
 import { stageIsolation, type CpuStage } from './manifest.js';
 import { runStageOnChannel } from './vm-stage-io.js';
 import type { StageOutcome, StageRun, StageRunner } from './stage-runner.js';
@@ -52,6 +51,7 @@ export function ulimitScript(l: CpuStage['limits']): string {
 
 /** Machines this runner creates are named stage-<worker pid>-<random>; a restarted worker reaps dead workers' ones. */
 const NAME_RE = /^stage-(\d+)-[0-9a-f]{8}(-\d+)?$/;
+const stageName = () => `stage-${process.pid}-${crypto.randomBytes(4).toString('hex')}`;
 
 export interface VmStageRunnerOptions {
   svc: MachineService;
@@ -80,21 +80,14 @@ export class VmStageRunner implements StageRunner {
   /** Forks of the warm machine go one at a time: the parent's fork lock is per process, not per call. */
   private forkQueue: Promise<unknown> = Promise.resolve();
 
-  private constructor(private readonly o: VmStageRunnerOptions) {}
-
   /** Fork points by what names them (`point:P`, `warm:M`), each resolved (a warm machine's saved) once. */
   private readonly points = new Map<string, Promise<string>>();
-  /**
-   * Clones per point with their QEMU already up, waiting for the next attempts (like a fork's warm spare):
-   * QEMU's start and the overlay (~70 ms under TCG) then happen while earlier attempts run. As many as
-   * attempts have run at once (at most one per core): a waiting QEMU costs ~28 MiB and no CPU.
-   */
-  private readonly spares = new Map<string, Spare[]>();
-  private inflight = 0;
-  private peak = 1;
-  /** Clones being removed after their attempt returned its result; close() waits for them. */
-  private readonly teardowns = new Set<Promise<unknown>>();
-  private closed = false;
+  /** Clones per point waiting with their QEMU up for the next attempts; a clone is removed after its attempt. */
+  private readonly pool: ForkPointPool;
+
+  private constructor(private readonly o: VmStageRunnerOptions) {
+    this.pool = new ForkPointPool(o.svc, { name: stageName, onPrepared: (prepBegin, prepEnd) => o.onTrace?.({ prepBegin, prepEnd }) });
+  }
 
   /**
    * Removes what dead workers left (their clones with QEMU, a save killed half-way), then checks the worker's
@@ -124,57 +117,9 @@ export class VmStageRunner implements StageRunner {
     return p;
   }
 
-  /** Removes the waiting clones; the worker calls this when it stops. */
-  async close(): Promise<void> {
-    this.closed = true;
-    const spares = [...this.spares.values()].flat().map((s) => s.p);
-    this.spares.clear();
-    for (const s of await Promise.all(spares)) {
-      s?.primed?.close();
-      if (s) await this.o.svc.remove(s.id, { force: true }).catch(() => undefined);
-    }
-    while (this.teardowns.size) await Promise.all([...this.teardowns]);
-  }
-
-  private prepare(point: string): Promise<PreparedClone> {
-    const t = performance.now();
-    const p = prepareClone(this.o.svc, point, `stage-${process.pid}-${crypto.randomBytes(4).toString('hex')}`);
-    void p.then(() => this.o.onTrace?.({ prepBegin: t, prepEnd: performance.now() }), () => undefined);
-    return p;
-  }
-
-  /** A waiting clone (a ready one first, else one being made), else a new one; refill() starts the next. */
-  private async takeClone(point: string): Promise<PreparedClone> {
-    const pool = this.spares.get(point) ?? [];
-    const i = pool.findIndex((s) => s.ready);
-    const [spare] = pool.splice(i < 0 ? 0 : i, 1);
-    const got = spare ? await spare.p : null;
-    return got ?? this.prepare(point);
-  }
-
-  private refill(point: string): void {
-    if (this.closed || process.env.SMOL_FORK_SPARE === '0') return;
-    const pool = this.spares.get(point) ?? [];
-    this.spares.set(point, pool);
-    while (pool.length < Math.min(this.peak, Math.max(1, os.cpus().length))) {
-      const s: Spare = { p: this.prepare(point).catch(() => null), ready: false };
-      pool.push(s);
-      void s.p.then((c) => {
-        s.ready = true;
-        // closed meanwhile: nobody will take it
-        if (c && this.closed) {
-          c.primed?.close();
-          void this.o.svc.remove(c.id, { force: true }).catch(() => undefined);
-        }
-      });
-    }
-  }
-
-  /** Removes a clone after its attempt has returned (the result does not wait for QEMU's exit and rm). */
-  private teardown(id: string): void {
-    const t = this.o.svc.remove(id, { force: true }).catch(() => undefined);
-    this.teardowns.add(t);
-    void t.finally(() => this.teardowns.delete(t));
+  /** Removes the waiting clones and waits for used ones' removal; the worker calls this when it stops. */
+  close(): Promise<void> {
+    return this.pool.close();
   }
 
   private sourceOf(stage: CpuStage): { forkPoint?: string; warmMachine?: string } | null {
@@ -186,7 +131,7 @@ export class VmStageRunner implements StageRunner {
   }
 
   async run(r: StageRun): Promise<StageOutcome> {
-    const name = `stage-${process.pid}-${crypto.randomBytes(4).toString('hex')}`;
+    const name = stageName();
     const vm = new StageVm(this.o.svc);
     const stdout = new CappedSink(r.stage.limits.maxOutputBytes, () => vm.kill());
     const stderr = new TailSink(4096);
@@ -226,24 +171,20 @@ export class VmStageRunner implements StageRunner {
 
   /** One clone of the point, owned by this worker (a kill -9 of it leaves the clone to the next `ls` or worker). */
   private async inPointClone(point: string, cmd: StageCommand, vm: StageVm): Promise<ExecResult> {
-    const svc = this.o.svc;
     const marks: Record<string, number> = { begin: performance.now() };
     if (vm.killed) throw new Error('stopped before the clone started');
-    this.inflight++;
-    this.peak = Math.max(this.peak, this.inflight);
     let p: PreparedClone | undefined;
     try {
-      p = await this.takeClone(point);
+      p = await this.pool.take(point);
       marks.taken = performance.now();
       vm.track(p.name);
       if (vm.killed) throw new Error('stopped before the clone started');
       // the CONFIGURE connection stays open for the command: no second connection and HELLO
-      const c = await startPrepared(svc, p, { owned: true, keepChannel: true });
+      const c = await this.pool.start(p, { owned: true, keepChannel: true });
       marks.started = performance.now();
       if (c.runningMs !== undefined) marks.running = marks.taken + c.runningMs;
       if (c.readyMs !== undefined) marks.configured = marks.taken + c.readyMs;
       if (!c.ok || !c.channel) throw new ForkError(`clone from "${point}" failed: ${c.error ?? 'no clone'}`, { where: point });
-      this.refill(point);
       const { ch, release } = c.channel;
       try {
         if (vm.killed) throw new Error('stopped before the clone ran');
@@ -253,12 +194,11 @@ export class VmStageRunner implements StageRunner {
         release();
       }
     } finally {
-      this.inflight--;
       marks.execDone = performance.now();
-      const rec = p ? svc.store.find(p.id) : null;
-      if (rec) {
-        if (this.o.onTrace && rec.pid) marks.qemuCpuMs = cpuMsOf(rec.pid) ?? NaN;
-        this.teardown(rec.id);
+      if (p) {
+        const pid = this.o.onTrace ? this.o.svc.store.find(p.id)?.pid : null;
+        if (pid) marks.qemuCpuMs = cpuMsOf(pid) ?? NaN;
+        this.pool.release(p);
       }
       this.o.onTrace?.(marks);
     }
@@ -305,7 +245,6 @@ export class VmStageRunner implements StageRunner {
   }
 }
 
-interface Spare { p: Promise<PreparedClone | null>; ready: boolean }
 interface StageCommand { command: string[]; env: Record<string, string>; io: ExecIo & { stdin: fs.ReadStream } }
 
 /**
