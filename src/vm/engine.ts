@@ -1,6 +1,6 @@
 /**
  * The seam between machine bookkeeping (service.ts) and the parts that make a VM real: images and disks,
- * the QEMU backend, the guest agent channel. The service only talks to this interface.
+ * QEMU, the guest agent channel. The service only talks to this interface (its tests: a fake, test/helpers/fake-engine.ts).
  */
 import type { ConfigureRequest } from './agent/payloads.js';
 import type { Smolfile } from '../smolfile/schema.js';
