@@ -1,5 +1,9 @@
 #!/usr/bin/env bash
-# Fails when a generated file no longer matches its source (the CUDA protocol spec and symbol list).
-set -euo pipefail
+# Fails when a generated file no longer matches its source (the CUDA protocol spec and symbol list, the agent
+# protocol spec). Every generator runs, so one run names every stale file.
+set -uo pipefail
 cd "$(dirname "$0")/.."
-node --import tsx scripts/gen-cuda-protocol.ts --check
+rc=0
+node --import tsx scripts/gen-cuda-protocol.ts --check || rc=1
+node --import tsx scripts/gen-agent-protocol.ts --check || rc=1
+exit $rc
