@@ -59,7 +59,6 @@ struct agent {
 };
 extern struct agent g;
 
-#define AGENT_WINDOW (1024u * 1024u) /* credit the agent grants per host->guest channel */
 #define OUT_HIGH (2u * 1024u * 1024u)  /* stop reading sources while this much output is queued */
 
 /* chan.c */

@@ -33,7 +33,7 @@ void buf_consume(struct buf *b, size_t n) {
 void buf_free(struct buf *b) { free(b->p); memset(b, 0, sizeof *b); }
 
 static void put_header(uint8_t *h, uint8_t type, uint8_t flags, uint32_t id, uint32_t n) {
-  wr32(h, n); h[4] = type; h[5] = flags; h[6] = h[7] = 0; wr32(h + 8, id);
+  wr32(h + HDR_OFF_LENGTH, n); h[HDR_OFF_TYPE] = type; h[HDR_OFF_FLAGS] = flags; h[HDR_OFF_RESERVED] = h[HDR_OFF_RESERVED + 1] = 0; wr32(h + HDR_OFF_STREAM, id);
 }
 
 void send_frame(uint8_t type, uint8_t flags, uint32_t id, const void *p, uint32_t n) {
@@ -46,16 +46,16 @@ void send_frame(uint8_t type, uint8_t flags, uint32_t id, const void *p, uint32_
 
 void send_error(uint32_t id, uint32_t code, const char *fmt, ...) {
   char msg[512];
-  uint8_t p[4 + sizeof msg];
+  uint8_t p[ERROR_LEN + sizeof msg];
   va_list ap;
   va_start(ap, fmt);
   int n = vsnprintf(msg, sizeof msg, fmt, ap);
   va_end(ap);
   if (n < 0) n = 0;
   if (n >= (int)sizeof msg) n = sizeof msg - 1;
-  wr32(p, code);
-  memcpy(p + 4, msg, n);
-  send_frame(T_ERROR, 0, id, p, 4 + n);
+  wr32(p + ERROR_OFF_CODE, code);
+  memcpy(p + ERROR_LEN, msg, n);
+  send_frame(T_ERROR, 0, id, p, ERROR_LEN + n);
 }
 
 /* Reads from fd straight into a DATA frame in the output buffer: no intermediate copy. */
@@ -120,11 +120,11 @@ void stream_free(struct stream *s) {
 void grant_input(struct stream *s, uint32_t n) {
   s->in_unacked += n;
   if (s->in_unacked >= AGENT_WINDOW / 4 || (s->in_unacked > 0 && buf_used(&s->inq) == 0)) {
-    uint8_t p[4];
-    wr32(p, s->in_unacked);
+    uint8_t p[WINDOW_LEN];
+    wr32(p + WINDOW_OFF_CREDIT, s->in_unacked);
     s->in_left += s->in_unacked;
     s->in_unacked = 0;
-    send_frame(T_WINDOW, CH_IN, s->id, p, 4);
+    send_frame(T_WINDOW, CH_IN, s->id, p, WINDOW_LEN);
   }
 }
 
@@ -202,20 +202,19 @@ void protocol_error(const char *fmt, ...) {
 static void hello(const uint8_t *p, uint32_t n) {
   if (n < HELLO_MIN || memcmp(p, HELLO_MAGIC, 4) != 0) { protocol_error("malformed HELLO"); return; }
   if (g.handshaken) session_reset_streams(); /* a new host on the same byte stream */
-  uint32_t nonce = rd32(p + 20); /* echoed, so the host can tell which of its HELLOs this answers */
-  p += 4;
-  uint32_t max = rd32(p + 8);
-  g.host_window = rd32(p + 12);
-  if (max < 65536 || g.host_window == 0) { protocol_error("HELLO: bad limits"); return; }
+  uint32_t nonce = rd32(p + HELLO_OFF_NONCE); /* echoed, so the host can tell which of its HELLOs this answers */
+  uint32_t max = rd32(p + HELLO_OFF_MAX_PAYLOAD);
+  g.host_window = rd32(p + HELLO_OFF_WINDOW);
+  if (max < MIN_PEER_PAYLOAD || g.host_window == 0) { protocol_error("HELLO: bad limits"); return; }
   if (g.host_window > (1u << 30)) g.host_window = 1u << 30;
   static const char name[] = "smol-agent " "1";
   uint8_t r[HELLO_MIN + sizeof name - 1];
-  memcpy(r, HELLO_MAGIC, 4);
-  wr32(r + 4, PROTO_VERSION);
-  wr32(r + 8, CAP_TTY | CAP_FILES | CAP_FORWARD | CAP_CONFIGURE);
-  wr32(r + 12, MAX_PAYLOAD);
-  wr32(r + 16, AGENT_WINDOW);
-  wr32(r + 20, nonce);
+  memcpy(r + HELLO_OFF_MAGIC, HELLO_MAGIC, 4);
+  wr32(r + HELLO_OFF_VERSION, PROTO_VERSION);
+  wr32(r + HELLO_OFF_CAPABILITIES, CAP_TTY | CAP_FILES | CAP_FORWARD | CAP_CONFIGURE);
+  wr32(r + HELLO_OFF_MAX_PAYLOAD, MAX_PAYLOAD);
+  wr32(r + HELLO_OFF_WINDOW, AGENT_WINDOW);
+  wr32(r + HELLO_OFF_NONCE, nonce);
   memcpy(r + HELLO_MIN, name, sizeof name - 1);
   send_frame(T_HELLO, 0, 0, r, sizeof r);
   g.handshaken = 1;
@@ -241,8 +240,8 @@ static void on_eof(struct stream *s, uint8_t ch) {
 }
 
 static void on_window(struct stream *s, uint8_t ch, const uint8_t *p, uint32_t n) {
-  if (n != 4 || (ch != CH_OUT && ch != CH_ERR)) { protocol_error("bad WINDOW"); return; }
-  uint64_t c = (uint64_t)s->credit[ch] + rd32(p);
+  if (n != WINDOW_LEN || (ch != CH_OUT && ch != CH_ERR)) { protocol_error("bad WINDOW"); return; }
+  uint64_t c = (uint64_t)s->credit[ch] + rd32(p + WINDOW_OFF_CREDIT);
   s->credit[ch] = c > 0x7fffffffu ? 0x7fffffffu : (uint32_t)c;
 }
 
@@ -256,9 +255,9 @@ static void dispatch(uint8_t type, uint8_t flags, uint32_t id, const uint8_t *p,
   if (type == T_HELLO) { if (id != 0) protocol_error("HELLO on stream %u", id); else hello(p, n); return; }
   if (!g.handshaken) { protocol_error("frame type %u before HELLO", type); return; }
   if (id == 0) {
-    if (type == T_PING) send_frame(T_PONG, 0, 0, p, n > 64 ? 64 : n);
+    if (type == T_PING) send_frame(T_PONG, 0, 0, p, n > PING_MAX ? PING_MAX : n);
     else if (type == T_PONG) return;
-    else if (type == T_ERROR) logmsg("host reported an error: %.*s", n > 4 ? (int)(n - 4) : 0, (const char *)p + 4);
+    else if (type == T_ERROR) logmsg("host reported an error: %.*s", n > ERROR_LEN ? (int)(n - ERROR_LEN) : 0, (const char *)p + ERROR_LEN);
     else protocol_error("frame type %u on stream 0", type);
     return;
   }
@@ -291,9 +290,9 @@ static void dispatch(uint8_t type, uint8_t flags, uint32_t id, const uint8_t *p,
 long find_hello(const uint8_t *p, size_t n) {
   for (size_t i = 0; i + HDR_LEN + 4 <= n; i++) {
     const uint8_t *h = p + i;
-    uint32_t len = rd32(h);
-    if (h[4] == T_HELLO && h[5] == 0 && rd16(h + 6) == 0 && rd32(h + 8) == 0 && len >= HELLO_MIN &&
-        len <= HELLO_MIN + 256 && memcmp(h + HDR_LEN, HELLO_MAGIC, 4) == 0)
+    uint32_t len = rd32(h + HDR_OFF_LENGTH);
+    if (h[HDR_OFF_TYPE] == T_HELLO && h[HDR_OFF_FLAGS] == 0 && rd16(h + HDR_OFF_RESERVED) == 0 && rd32(h + HDR_OFF_STREAM) == 0 &&
+        len >= HELLO_MIN && len <= HELLO_MIN + HELLO_NAME_MAX && memcmp(h + HDR_LEN + HELLO_OFF_MAGIC, HELLO_MAGIC, 4) == 0)
       return (long)i;
   }
   return -1;
@@ -313,13 +312,13 @@ static void parse_input(void) {
     }
     if (buf_used(&g.in) < HDR_LEN) break;
     const uint8_t *h = g.in.p + g.in.off;
-    uint32_t n = rd32(h);
+    uint32_t n = rd32(h + HDR_OFF_LENGTH);
     if (n > MAX_PAYLOAD) { buf_consume(&g.in, 1); protocol_error("payload of %u bytes exceeds the limit", n); continue; }
-    if (h[4] == 0 || h[4] > T_LAST) { buf_consume(&g.in, 1); protocol_error("unknown frame type %u", h[4]); continue; }
-    if (rd16(h + 6) != 0) { buf_consume(&g.in, 1); protocol_error("reserved header bits set"); continue; }
+    if (h[HDR_OFF_TYPE] == 0 || h[HDR_OFF_TYPE] > T_LAST) { buf_consume(&g.in, 1); protocol_error("unknown frame type %u", h[HDR_OFF_TYPE]); continue; }
+    if (rd16(h + HDR_OFF_RESERVED) != 0) { buf_consume(&g.in, 1); protocol_error("reserved header bits set"); continue; }
     if (buf_used(&g.in) < HDR_LEN + n) break;
     buf_consume(&g.in, HDR_LEN + n); /* the bytes stay in place until the next read */
-    dispatch(h[4], h[5], rd32(h + 8), h + HDR_LEN, n);
+    dispatch(h[HDR_OFF_TYPE], h[HDR_OFF_FLAGS], rd32(h + HDR_OFF_STREAM), h + HDR_LEN, n);
   }
 }
 

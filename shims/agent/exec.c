@@ -21,17 +21,17 @@ struct exec_req { uint32_t flags; uint16_t rows, cols; char *cwd; char **argv, *
 
 static int parse_exec(const uint8_t *p, uint32_t n, struct exec_req *q) {
   memset(q, 0, sizeof *q);
-  if (n < 16) return -1;
-  q->flags = rd32(p); q->rows = rd16(p + 4); q->cols = rd16(p + 6);
-  uint32_t argc = rd32(p + 8), envc = rd32(p + 12);
+  if (n < EXEC_LEN) return -1;
+  q->flags = rd32(p + EXEC_OFF_FLAGS); q->rows = rd16(p + EXEC_OFF_ROWS); q->cols = rd16(p + EXEC_OFF_COLS);
+  uint32_t argc = rd32(p + EXEC_OFF_ARGC), envc = rd32(p + EXEC_OFF_ENVC);
   if (argc == 0 || argc > n || envc > n) return -1;
-  q->copy = malloc(n - 16 + 1);
+  q->copy = malloc(n - EXEC_LEN + 1);
   q->argv = calloc(argc + 1, sizeof(char *));
   q->env = calloc(envc + 1, sizeof(char *));
   if (!q->copy || !q->argv || !q->env) return -1;
-  memcpy(q->copy, p + 16, n - 16);
-  q->copy[n - 16] = 0;
-  char *c = q->copy, *end = q->copy + (n - 16);
+  memcpy(q->copy, p + EXEC_LEN, n - EXEC_LEN);
+  q->copy[n - EXEC_LEN] = 0;
+  char *c = q->copy, *end = q->copy + (n - EXEC_LEN);
   for (uint32_t i = 0; i < 1 + argc + envc; i++) {
     char *z = memchr(c, 0, end - c);
     if (!z) return -1;
@@ -167,9 +167,9 @@ void exec_start(uint32_t id, const uint8_t *p, uint32_t n) {
     s->fd_in = in[1]; s->fd_out[CH_OUT] = out[0]; s->fd_out[CH_ERR] = err[0];
     set_nonblock(in[1]); set_nonblock(out[0]); set_nonblock(err[0]);
   }
-  uint8_t sp[4];
-  wr32(sp, (uint32_t)pid);
-  send_frame(T_STARTED, 0, id, sp, 4);
+  uint8_t sp[STARTED_LEN];
+  wr32(sp + STARTED_OFF_PID, (uint32_t)pid);
+  send_frame(T_STARTED, 0, id, sp, STARTED_LEN);
   free_req(&q);
   return;
 fail:;
@@ -194,12 +194,12 @@ void exec_reaped(pid_t pid, int wstatus) {
 /* EXIT goes out only after both output channels reached EOF, so no output trails it. */
 void exec_maybe_finish(struct stream *s) {
   if (!s->exited || s->fd_out[CH_OUT] >= 0 || s->fd_out[CH_ERR] >= 0) return;
-  uint8_t p[8];
+  uint8_t p[EXIT_LEN];
   int code = -1, sig = 0;
   if (WIFEXITED(s->wstatus)) code = WEXITSTATUS(s->wstatus);
   else if (WIFSIGNALED(s->wstatus)) sig = WTERMSIG(s->wstatus);
-  wr32(p, (uint32_t)code); wr32(p + 4, (uint32_t)sig);
-  send_frame(T_EXIT, 0, s->id, p, 8);
+  wr32(p + EXIT_OFF_CODE, (uint32_t)code); wr32(p + EXIT_OFF_SIGNAL, (uint32_t)sig);
+  send_frame(T_EXIT, 0, s->id, p, EXIT_LEN);
   stream_free(s);
 }
 
@@ -216,15 +216,15 @@ void exec_input_eof(struct stream *s) {
 }
 
 void exec_signal(struct stream *s, const uint8_t *p, uint32_t n) {
-  if (n != 4 || s->exited) return;
-  uint32_t sig = rd32(p);
+  if (n != SIGNAL_LEN || s->exited) return;
+  uint32_t sig = rd32(p + SIGNAL_OFF_SIGNO);
   if (sig == 0 || sig > 64) return; /* the host validates names; ignore nonsense */
   kill(s->pid, (int)sig);
 }
 
 void exec_resize(struct stream *s, const uint8_t *p, uint32_t n) {
-  if (n != 4 || !s->tty || s->fd_out[CH_OUT] < 0) return;
-  struct winsize ws = { .ws_row = rd16(p), .ws_col = rd16(p + 2) };
+  if (n != RESIZE_LEN || !s->tty || s->fd_out[CH_OUT] < 0) return;
+  struct winsize ws = { .ws_row = rd16(p + RESIZE_OFF_ROWS), .ws_col = rd16(p + RESIZE_OFF_COLS) };
   ioctl(s->fd_out[CH_OUT], TIOCSWINSZ, &ws); /* the kernel sends SIGWINCH to the foreground group */
 }
 

@@ -35,9 +35,9 @@ int mkdir_parents(const char *path) {
 
 /* PUT payload: u32 mode, u32 flags, path (rest, UTF-8, no NUL). */
 void put_start(uint32_t id, const uint8_t *p, uint32_t n) {
-  if (n < 9) { protocol_error("malformed PUT"); return; }
-  uint32_t mode = rd32(p) & 07777, flags = rd32(p + 4);
-  char *path = path_from(p + 8, n - 8);
+  if (n < PUT_LEN + 1) { protocol_error("malformed PUT"); return; }
+  uint32_t mode = rd32(p + PUT_OFF_MODE) & 07777, flags = rd32(p + PUT_OFF_FLAGS);
+  char *path = path_from(p + PUT_LEN, n - PUT_LEN);
   if (!path) { protocol_error("malformed PUT path"); return; }
   size_t tl = strlen(path) + 32;
   char *tmp = malloc(tl);
@@ -82,9 +82,9 @@ void put_finish(struct stream *s) {
     unlink(s->tmp);
     send_error(s->id, e, "put %s failed: %s", s->path, strerror(e));
   } else {
-    uint8_t p[8];
-    wr64(p, s->bytes);
-    send_frame(T_DONE, 0, s->id, p, 8);
+    uint8_t p[DONE_PUT_LEN];
+    wr64(p + DONE_PUT_OFF_BYTES, s->bytes);
+    send_frame(T_DONE, 0, s->id, p, DONE_PUT_LEN);
   }
   stream_free(s);
 }
@@ -105,9 +105,9 @@ void get_start(uint32_t id, const uint8_t *p, uint32_t n) {
   if (!s) { errno = EMFILE; goto fail; }
   s->fd_out[CH_OUT] = fd;
   s->path = path;
-  uint8_t info[12];
-  wr64(info, S_ISREG(st.st_mode) ? (uint64_t)st.st_size : 0);
-  wr32(info + 8, st.st_mode & 07777);
+  uint8_t info[INFO_LEN];
+  wr64(info + INFO_OFF_SIZE, S_ISREG(st.st_mode) ? (uint64_t)st.st_size : 0);
+  wr32(info + INFO_OFF_MODE, st.st_mode & 07777);
   send_frame(T_INFO, 0, id, info, sizeof info);
   return;
 fail:;

@@ -126,11 +126,11 @@ void configure(uint32_t id, const uint8_t *p, uint32_t n) {
   int released = 0;
   char why[1024];
   while (off < n) {
-    if (n - off < 8 || rd32(p + off + 4) > n - off - 8) { protocol_error("malformed CONFIGURE"); return; }
-    uint16_t key = rd16(p + off);
-    uint32_t len = rd32(p + off + 4);
-    const uint8_t *v = p + off + 8;
-    off += 8 + len;
+    if (n - off < CFG_ENTRY_LEN || rd32(p + off + CFG_ENTRY_OFF_LENGTH) > n - off - CFG_ENTRY_LEN) { protocol_error("malformed CONFIGURE"); return; }
+    uint16_t key = rd16(p + off + CFG_ENTRY_OFF_KEY);
+    uint32_t len = rd32(p + off + CFG_ENTRY_OFF_LENGTH);
+    const uint8_t *v = p + off + CFG_ENTRY_LEN;
+    off += CFG_ENTRY_LEN + len;
     int rc = 0;
     const char *what = "configure";
     why[0] = 0;
@@ -151,8 +151,8 @@ void configure(uint32_t id, const uint8_t *p, uint32_t n) {
       break;
     case CFG_CLOCK: {
       what = "clock";
-      if (len != 12) { errno = EINVAL; rc = -1; break; }
-      struct timespec ts = { .tv_sec = (time_t)rd64(v), .tv_nsec = rd32(v + 8) };
+      if (len != CFG_CLOCK_LEN) { errno = EINVAL; rc = -1; break; }
+      struct timespec ts = { .tv_sec = (time_t)rd64(v + CFG_CLOCK_OFF_SECONDS), .tv_nsec = rd32(v + CFG_CLOCK_OFF_NANOS) };
       rc = clock_settime(CLOCK_REALTIME, &ts);
       break;
     }
@@ -170,8 +170,8 @@ void configure(uint32_t id, const uint8_t *p, uint32_t n) {
     }
     if (rc < 0) { send_error(id, errno, "configure %s failed: %s", what, why[0] ? why : strerror(errno)); return; }
   }
-  uint8_t w[4] = { (uint8_t)woken, (uint8_t)(woken >> 8), (uint8_t)(woken >> 16), (uint8_t)(woken >> 24) };
-  send_frame(T_DONE, 0, id, released ? w : NULL, released ? 4 : 0);
+  uint8_t w[DONE_RELEASE_LEN] = { (uint8_t)woken, (uint8_t)(woken >> 8), (uint8_t)(woken >> 16), (uint8_t)(woken >> 24) };
+  send_frame(T_DONE, 0, id, released ? w : NULL, released ? DONE_RELEASE_LEN : 0);
 }
 
 /* Flushes DONE to the host (bounded wait) before the guest goes away. */
@@ -184,7 +184,7 @@ static void flush_blocking(void) {
 }
 
 void shutdown_guest(uint32_t id, const uint8_t *p, uint32_t n) {
-  uint32_t flags = n >= 4 ? rd32(p) : 0;
+  uint32_t flags = n >= SHUTDOWN_LEN ? rd32(p + SHUTDOWN_OFF_FLAGS) : 0;
   send_frame(T_DONE, 0, id, NULL, 0);
   flush_blocking();
   sync();

@@ -69,9 +69,9 @@ static const char *field(const char **s, const char *end) {
 }
 
 int mount_volumes(const uint8_t *p, uint32_t n, char *why, size_t whyn) {
-  if (n < 8) { errno = EINVAL; snprintf(why, whyn, "malformed volumes entry"); return -1; }
-  uint32_t attempts = rd32(p), ra_kb = rd32(p + 4);
-  const char *s = (const char *)p + 8, *end = (const char *)p + n;
+  if (n < CFG_VOLUMES_LEN) { errno = EINVAL; snprintf(why, whyn, "malformed volumes entry"); return -1; }
+  uint32_t attempts = rd32(p + CFG_VOLUMES_OFF_ATTEMPTS), ra_kb = rd32(p + CFG_VOLUMES_OFF_READ_AHEAD_KB);
+  const char *s = (const char *)p + CFG_VOLUMES_LEN, *end = (const char *)p + n;
   const char *tag = field(&s, end);
   if (!tag || !*tag) { errno = EINVAL; snprintf(why, whyn, "malformed volumes entry"); return -1; }
   char vol[4200];

@@ -2,7 +2,9 @@
  * Frame codec for the agent protocol: pure functions and a streaming decoder, no I/O.
  * Header (12 bytes, little-endian): u32 payload length, u8 type, u8 flags, u16 reserved (0), u32 stream.
  */
-import { FrameType, HEADER_LENGTH, HELLO_MAGIC, HELLO_MIN, LAST_FRAME_TYPE, MAX_PAYLOAD } from './protocol.js';
+import { FrameType, HEADER_LENGTH, HELLO_MAGIC, HELLO_MIN, HELLO_NAME_MAX, LAST_FRAME_TYPE, Layout, MAX_PAYLOAD } from './protocol.js';
+
+const H = Layout.header.at;
 
 export interface Frame {
   type: number;
@@ -22,11 +24,11 @@ export class ProtocolError extends Error {
 export function encodeHeader(type: number, flags: number, stream: number, length: number): Buffer {
   if (length > MAX_PAYLOAD) throw new ProtocolError(`payload of ${length} bytes exceeds ${MAX_PAYLOAD}`);
   const h = Buffer.allocUnsafe(HEADER_LENGTH);
-  h.writeUInt32LE(length, 0);
-  h.writeUInt8(type, 4);
-  h.writeUInt8(flags, 5);
-  h.writeUInt16LE(0, 6);
-  h.writeUInt32LE(stream >>> 0, 8);
+  h.writeUInt32LE(length, H.length);
+  h.writeUInt8(type, H.type);
+  h.writeUInt8(flags, H.flags);
+  h.writeUInt16LE(0, H.reserved);
+  h.writeUInt32LE(stream >>> 0, H.stream);
   return h;
 }
 
@@ -55,14 +57,14 @@ export class FrameDecoder {
     const frames: Frame[] = [];
     while (this.buffered >= HEADER_LENGTH) {
       const head = this.peek(HEADER_LENGTH);
-      const length = head.readUInt32LE(0);
-      const type = head.readUInt8(4);
+      const length = head.readUInt32LE(H.length);
+      const type = head.readUInt8(H.type);
       if (length > this.maxPayload) this.fail(`frame payload of ${length} bytes exceeds the ${this.maxPayload}-byte limit`);
       if (type === 0 || type > LAST_FRAME_TYPE) this.fail(`unknown frame type ${type}`);
-      if (head.readUInt16LE(6) !== 0) this.fail('reserved header bits are set');
+      if (head.readUInt16LE(H.reserved) !== 0) this.fail('reserved header bits are set');
       if (this.buffered < HEADER_LENGTH + length) break;
       this.take(HEADER_LENGTH);
-      frames.push({ type, flags: head.readUInt8(5), stream: head.readUInt32LE(8), payload: this.take(length) });
+      frames.push({ type, flags: head.readUInt8(H.flags), stream: head.readUInt32LE(H.stream), payload: this.take(length) });
     }
     return frames;
   }
@@ -118,8 +120,8 @@ export class FrameDecoder {
 export function findHello(buf: Buffer): number {
   for (let i = buf.indexOf(HELLO_MAGIC, HEADER_LENGTH); i >= 0; i = buf.indexOf(HELLO_MAGIC, i + 1)) {
     const h = i - HEADER_LENGTH;
-    const len = buf.readUInt32LE(h);
-    if (buf[h + 4] === FrameType.hello && buf[h + 5] === 0 && buf.readUInt16LE(h + 6) === 0 && buf.readUInt32LE(h + 8) === 0 && len >= HELLO_MIN && len <= HELLO_MIN + 256) return h;
+    const len = buf.readUInt32LE(h + H.length);
+    if (buf[h + H.type] === FrameType.hello && buf[h + H.flags] === 0 && buf.readUInt16LE(h + H.reserved) === 0 && buf.readUInt32LE(h + H.stream) === 0 && len >= HELLO_MIN && len <= HELLO_MIN + HELLO_NAME_MAX) return h;
   }
   return -1;
 }

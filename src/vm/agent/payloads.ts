@@ -1,5 +1,9 @@
-/** Payload layouts of the agent protocol (docs/agent-protocol.md §Frames). Decoders validate lengths. */
-import { ConfigureKey, ExecFlag, HELLO_MAGIC, HELLO_MIN } from './protocol.js';
+/**
+ * Payloads of the agent protocol (docs/agent-protocol.md §Frames). The offsets and sizes come from the spec
+ * (`Layout`, generated into protocol.ts); the variable parts (strings, entries) are encoded here. Decoders
+ * validate lengths.
+ */
+import { ConfigureKey, ExecFlag, HELLO_MAGIC, HELLO_MIN, Layout } from './protocol.js';
 import { ProtocolError } from './codec.js';
 
 export interface Hello {
@@ -16,25 +20,27 @@ export interface Hello {
 export function encodeHello(h: Hello): Buffer {
   const name = Buffer.from(h.name);
   const b = Buffer.allocUnsafe(HELLO_MIN + name.length);
-  HELLO_MAGIC.copy(b, 0);
-  b.writeUInt32LE(h.version, 4);
-  b.writeUInt32LE(h.capabilities, 8);
-  b.writeUInt32LE(h.maxPayload, 12);
-  b.writeUInt32LE(h.window, 16);
-  b.writeUInt32LE(h.nonce >>> 0, 20);
+  const at = Layout.hello.at;
+  HELLO_MAGIC.copy(b, at.magic);
+  b.writeUInt32LE(h.version, at.version);
+  b.writeUInt32LE(h.capabilities, at.capabilities);
+  b.writeUInt32LE(h.maxPayload, at.maxPayload);
+  b.writeUInt32LE(h.window, at.window);
+  b.writeUInt32LE(h.nonce >>> 0, at.nonce);
   name.copy(b, HELLO_MIN);
   return b;
 }
 
 export function decodeHello(p: Buffer): Hello {
   need(p, HELLO_MIN, 'HELLO');
-  if (!p.subarray(0, 4).equals(HELLO_MAGIC)) throw new ProtocolError('HELLO without the SMOL magic');
+  const at = Layout.hello.at;
+  if (!p.subarray(at.magic, at.magic + HELLO_MAGIC.length).equals(HELLO_MAGIC)) throw new ProtocolError('HELLO without the SMOL magic');
   return {
-    version: p.readUInt32LE(4),
-    capabilities: p.readUInt32LE(8),
-    maxPayload: p.readUInt32LE(12),
-    window: p.readUInt32LE(16),
-    nonce: p.readUInt32LE(20),
+    version: p.readUInt32LE(at.version),
+    capabilities: p.readUInt32LE(at.capabilities),
+    maxPayload: p.readUInt32LE(at.maxPayload),
+    window: p.readUInt32LE(at.window),
+    nonce: p.readUInt32LE(at.nonce),
     name: p.subarray(HELLO_MIN).toString('utf8'),
   };
 }
@@ -56,13 +62,14 @@ export function encodeExec(r: ExecRequest): Buffer {
   const strings = [r.cwd ?? '', ...r.argv, ...env];
   for (const s of strings) if (s.includes('\0')) throw new RangeError('exec: arguments and environment cannot contain NUL bytes');
   const body = Buffer.from(strings.map((s) => `${s}\0`).join(''));
-  const b = Buffer.allocUnsafe(16 + body.length);
-  b.writeUInt32LE((r.tty ? ExecFlag.tty : 0) | (r.clearEnv ? ExecFlag.clearEnv : 0), 0);
-  b.writeUInt16LE(clamp16(r.rows ?? 24), 4);
-  b.writeUInt16LE(clamp16(r.cols ?? 80), 6);
-  b.writeUInt32LE(r.argv.length, 8);
-  b.writeUInt32LE(env.length, 12);
-  body.copy(b, 16);
+  const { at, size } = Layout.exec;
+  const b = Buffer.allocUnsafe(size + body.length);
+  b.writeUInt32LE((r.tty ? ExecFlag.tty : 0) | (r.clearEnv ? ExecFlag.clearEnv : 0), at.flags);
+  b.writeUInt16LE(clamp16(r.rows ?? 24), at.rows);
+  b.writeUInt16LE(clamp16(r.cols ?? 80), at.cols);
+  b.writeUInt32LE(r.argv.length, at.argc);
+  b.writeUInt32LE(env.length, at.envc);
+  body.copy(b, size);
   return b;
 }
 
@@ -78,17 +85,19 @@ export function decodeU32(p: Buffer, what: string): number {
 }
 
 export function encodeResize(rows: number, cols: number): Buffer {
-  const b = Buffer.allocUnsafe(4);
-  b.writeUInt16LE(clamp16(rows), 0);
-  b.writeUInt16LE(clamp16(cols), 2);
+  const { at, size } = Layout.resize;
+  const b = Buffer.allocUnsafe(size);
+  b.writeUInt16LE(clamp16(rows), at.rows);
+  b.writeUInt16LE(clamp16(cols), at.cols);
   return b;
 }
 
 /** EXIT: i32 code (-1 when killed by a signal), i32 signal number (0 when it exited). */
 export function decodeExit(p: Buffer): { code: number | null; signo: number | null } {
-  need(p, 8, 'EXIT', true);
-  const code = p.readInt32LE(0);
-  const signo = p.readInt32LE(4);
+  const { at, size } = Layout.exit;
+  need(p, size, 'EXIT', true);
+  const code = p.readInt32LE(at.code);
+  const signo = p.readInt32LE(at.signal);
   return { code: signo > 0 ? null : code, signo: signo > 0 ? signo : null };
 }
 
@@ -97,14 +106,16 @@ export function encodeError(code: number, message: string): Buffer {
 }
 
 export function decodeError(p: Buffer): { code: number; message: string } {
-  need(p, 4, 'ERROR');
-  return { code: p.readUInt32LE(0), message: p.subarray(4).toString('utf8') };
+  const { at, size } = Layout.error;
+  need(p, size, 'ERROR');
+  return { code: p.readUInt32LE(at.code), message: p.subarray(size).toString('utf8') };
 }
 
 export function encodePut(path: string, mode: number, flags: number): Buffer {
-  const b = Buffer.allocUnsafe(8);
-  b.writeUInt32LE(mode & 0o7777, 0);
-  b.writeUInt32LE(flags, 4);
+  const { at, size } = Layout.put;
+  const b = Buffer.allocUnsafe(size);
+  b.writeUInt32LE(mode & 0o7777, at.mode);
+  b.writeUInt32LE(flags, at.flags);
   return Buffer.concat([b, pathBytes(path)]);
 }
 
@@ -114,8 +125,9 @@ export function encodeGet(path: string): Buffer {
 
 /** INFO: u64 size, u32 mode. */
 export function decodeInfo(p: Buffer): { size: number; mode: number } {
-  need(p, 12, 'INFO', true);
-  return { size: Number(p.readBigUInt64LE(0)), mode: p.readUInt32LE(8) };
+  const { at, size } = Layout.info;
+  need(p, size, 'INFO', true);
+  return { size: Number(p.readBigUInt64LE(at.size)), mode: p.readUInt32LE(at.mode) };
 }
 
 export interface ConfigureRequest {
@@ -137,10 +149,11 @@ export interface ConfigureRequest {
 /** Entries of (u16 key, u16 reserved, u32 length, bytes). */
 export function encodeConfigure(c: ConfigureRequest): Buffer {
   const parts: Buffer[] = [];
+  const entry = Layout.configureEntry;
   const add = (key: number, v: Buffer) => {
-    const h = Buffer.alloc(8);
-    h.writeUInt16LE(key, 0);
-    h.writeUInt32LE(v.length, 4);
+    const h = Buffer.alloc(entry.size);
+    h.writeUInt16LE(key, entry.at.key);
+    h.writeUInt32LE(v.length, entry.at.length);
     parts.push(h, v);
   };
   if (c.hostname !== undefined) add(ConfigureKey.hostname, Buffer.from(c.hostname));
@@ -148,9 +161,10 @@ export function encodeConfigure(c: ConfigureRequest): Buffer {
   if (c.entropy !== undefined) add(ConfigureKey.entropy, c.entropy);
   if (c.clock !== undefined) {
     const ms = typeof c.clock === 'number' ? c.clock : c.clock.getTime();
-    const v = Buffer.alloc(12);
-    v.writeBigUInt64LE(BigInt(Math.floor(ms / 1000)), 0);
-    v.writeUInt32LE(Math.floor(ms % 1000) * 1_000_000, 8);
+    const { at, size } = Layout.clock;
+    const v = Buffer.alloc(size);
+    v.writeBigUInt64LE(BigInt(Math.floor(ms / 1000)), at.seconds);
+    v.writeUInt32LE(Math.floor(ms % 1000) * 1_000_000, at.nanos);
     add(ConfigureKey.clock, v);
   }
   if (c.forkRelease) {
@@ -159,9 +173,10 @@ export function encodeConfigure(c: ConfigureRequest): Buffer {
   }
   if (c.volumes) {
     const v = c.volumes;
-    const head = Buffer.alloc(8);
-    head.writeUInt32LE(v.attempts, 0);
-    head.writeUInt32LE(v.readAheadKb, 4);
+    const { at, size } = Layout.volumes;
+    const head = Buffer.alloc(size);
+    head.writeUInt32LE(v.attempts, at.attempts);
+    head.writeUInt32LE(v.readAheadKb, at.readAheadKb);
     const fields = [v.tag, ...v.mounts.flatMap((m) => [String(m.index), m.guest, m.readonly ? 'ro' : 'rw'])];
     for (const f of fields) if (!f || f.includes('\0')) throw new RangeError(`bad volumes field ${JSON.stringify(f)}`);
     add(ConfigureKey.volumes, Buffer.concat([head, ...fields.map((f) => Buffer.from(`${f}\0`))]));
