@@ -1,6 +1,7 @@
 /** Wires the terminal to a guest command: stdin, raw TTY mode, Ctrl-C and window resizes. */
 import { ExitCode, InterruptedError } from '../errors/index.js';
 import type { ExecHandle, ExecIo } from '../vm/api/exec.js';
+import { ABORT_CLEANUP_MS, KILL_GRACE_MS } from '../vm/api/limits.js';
 import { onBrokenPipe } from './broken-pipe.js';
 
 export interface TerminalIo {
@@ -10,11 +11,6 @@ export interface TerminalIo {
   signal: AbortSignal;
   restore(): void;
 }
-
-/** How long a command may take to act on a forwarded SIGTERM before smol stops waiting for it. */
-const TERM_GRACE_MS = 3_000;
-/** After an abort, cleanup (killing an ephemeral machine) gets this long before smol exits regardless. */
-const CLEANUP_MS = 10_000;
 
 export function terminalIo(o: { interactive?: boolean; tty?: boolean; timeoutMs?: number }): TerminalIo {
   const tty = !!o.tty && !!process.stdin.isTTY;
@@ -27,7 +23,7 @@ export function terminalIo(o: { interactive?: boolean; tty?: boolean; timeoutMs?
   const abort = (c: number) => {
     if (ctl.signal.aborted) process.exit(c);
     ctl.abort(c === ExitCode.interrupted ? new InterruptedError('interrupted') : new InterruptedError('terminated', ExitCode.terminated));
-    setTimeout(() => process.exit(c), CLEANUP_MS).unref();
+    setTimeout(() => process.exit(c), ABORT_CLEANUP_MS).unref(); // should removing the machine hang
   };
   const onSigint = () => {
     interrupts++;
@@ -36,14 +32,15 @@ export function terminalIo(o: { interactive?: boolean; tty?: boolean; timeoutMs?
   };
   const onSigterm = () => {
     if (!handle) { abort(143); return; }
+    // the command gets the same grace as at --timeout; then the abort SIGKILLs it (vm/exec.ts)
     handle.signal('SIGTERM');
-    setTimeout(() => abort(143), TERM_GRACE_MS).unref();
+    setTimeout(() => abort(143), KILL_GRACE_MS).unref();
   };
   // a reader that went away (`smol run -- cmd | head`) ends the command as SIGPIPE would, cleanup first
   onBrokenPipe(() => {
     if (ctl.signal.aborted) return;
     ctl.abort(new InterruptedError('the reader of the output went away', ExitCode.brokenPipe));
-    setTimeout(() => process.exit(ExitCode.brokenPipe), CLEANUP_MS).unref();
+    setTimeout(() => process.exit(ExitCode.brokenPipe), ABORT_CLEANUP_MS).unref();
   });
   const onResize = () => handle?.resize(process.stdout.rows ?? 24, process.stdout.columns ?? 80);
   process.on('SIGINT', onSigint);

@@ -9,6 +9,7 @@ import { attachGpu, type GpuAttachment } from './gpu.js';
 import { copyTreeIn, copyTreeOut, guestIsDir, type TreeOutOptions } from './copy-tree.js';
 import { copyFileOut } from './copy-file.js';
 import { deliverSecrets, resolveSecrets } from './secrets.js';
+import { KILL_GRACE_MS } from './limits.js';
 import { mergeSecrets, type SecretDecl } from '../smolfile/secrets.js';
 
 export interface ExecIo {
@@ -41,7 +42,7 @@ export async function execOnChannel(ch: GuestChannel, req: ExecRequest, io: Exec
     ? setTimeout(() => {
         timedOut = true;
         h.signal('SIGTERM');
-        setTimeout(() => h.signal('SIGKILL'), 2_000).unref();
+        setTimeout(() => h.signal('SIGKILL'), KILL_GRACE_MS).unref();
       }, io.timeoutMs)
     : undefined;
   const drained = (src: NodeJS.ReadableStream, dst: NodeJS.WritableStream) =>

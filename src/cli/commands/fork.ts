@@ -2,6 +2,7 @@ import type { Command } from 'commander';
 import { z } from 'zod';
 import { ForkError, UserError } from '../../errors/index.js';
 import { forkMachine, parseEnvFlags, type CloneOutcome } from '../../vm/api/fork.js';
+import { FORK_READY_TIMEOUT_MS } from '../../vm/api/limits.js';
 import { machineService, progress } from '../context.js';
 import { durationSchema, parseFlags } from '../machine-options.js';
 import { parseLabelFlags } from '../../smolfile/labels.js';
@@ -41,7 +42,7 @@ export function register(program: Command): void {
     .option('--name-prefix <prefix>', 'clones are named PREFIX1, PREFIX2, … (default NAME- or POINT-)')
     .option('-e, --env <K=V>', 'environment for the clones; {index}, {name} and {count} expand per clone (repeatable)', collect)
     .option('--wait-ready', 'wait until a workload in the machine runs smol-fork-ready, then fork')
-    .option('--ready-timeout <duration>', 'how long --wait-ready waits (default 5m)')
+    .option('--ready-timeout <duration>', `how long --wait-ready waits (default ${FORK_READY_TIMEOUT_MS / 60_000}m)`)
     .option('--hold', 'leave the parent paused after the fork (shorter pause, no memory copy)')
     .option('--save <point>', 'freeze this moment as a named fork point (one pause); clones start from it later with --from')
     .option('--from <point>', 'start clones from a saved fork point; the machine it came from is not touched')

@@ -4,6 +4,7 @@ import { z } from 'zod';
 import { UserError } from '../../errors/index.js';
 import { runEphemeral } from '../../vm/api/run.js';
 import { exitCodeOf } from '../../vm/api/exec.js';
+import { BOOT_TIMEOUT_MS } from '../../vm/api/limits.js';
 import { machineService, progress } from '../context.js';
 import { terminalIo } from '../exec-io.js';
 import { addMachineOptions, addTerminalOptions, durationSchema, parseFlags, specFromFlags, terminalFlags } from '../machine-options.js';
@@ -36,7 +37,7 @@ export function register(program: Command): void {
     .description('run a command in a new throwaway microVM; its exit code becomes smol\'s')
     .argument('[command...]', 'command and arguments (after --)'))
     .option('--name <name>', 'name for the throwaway machine')
-    .option('--boot-timeout <duration>', 'how long to wait for the guest (default 60s)')
+    .option('--boot-timeout <duration>', `how long to wait for the guest (default ${BOOT_TIMEOUT_MS / 1000}s)`)
     .option('--cold-boot', 'boot the kernel instead of restoring the saved boot snapshot')
     .option('-d, --detach', 'start the command in the background: print the machine\'s name and return')
     .option('--rm', 'remove the machine when its command exits (the default, also with -d)')

@@ -5,6 +5,7 @@ import { printJson, formatDuration } from '../../output.js';
 import { z } from 'zod';
 import { machineView } from './view.js';
 import { refuseRestart } from '../../../vm/api/machines.js';
+import { BOOT_TIMEOUT_MS } from '../../../vm/api/limits.js';
 
 const startSchema = z.object({ bootTimeout: durationSchema.optional(), json: z.boolean().optional(), forkable: z.boolean().optional() });
 
@@ -12,7 +13,7 @@ export function register(parent: Command): void {
   parent.command('start')
     .description('boot a stopped machine and wait until its agent answers')
     .argument('<name>', 'machine name')
-    .option('--boot-timeout <duration>', 'how long to wait for the guest (default 60s)')
+    .option('--boot-timeout <duration>', `how long to wait for the guest (default ${BOOT_TIMEOUT_MS / 1000}s)`)
     .option('--forkable', 'run so that `smol fork` can clone it')
     .option('--json', 'print the machine as JSON')
     .action(async (name: string, opts: unknown) => {
