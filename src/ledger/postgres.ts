@@ -7,7 +7,9 @@ import { LedgerVersionError } from './errors.js';
 import { LedgerError } from '../errors/index.js';
 import { postgresMigrations } from './postgres-migrations.js';
 import { PostgresReads } from './postgres-reads.js';
-import { backoffFor, ITEM_COLUMNS, itemValues, rowToItem } from './rows.js';
+import { attemptCount, DEADLINE_MISSED, holdsLease, rejectReason, settle, type Settlement } from './lease-rule.js';
+import { PG_INSERT_CHUNK, PG_POOL_MAX, PG_TX_RETRIES, RECLAIM_BATCH } from './limits.js';
+import { ITEM_COLUMNS, itemValues, rowToItem } from './rows.js';
 import type {
   AttemptTiming, CheckIssue, Claim, ClaimOptions, CompleteRequest, CompleteResult, EventKind, FailRequest, FailResult, InferenceOutcome,
   InferenceRecord, Ledger, LeaseRef, LedgerStats, NewInference, NewItem, RejectReason, RenewResult, ResultRecord, RolloutRecord,
@@ -27,7 +29,7 @@ export class PostgresLedger implements Ledger {
   }
 
   static async connect(opts: { url: string; max?: number }): Promise<PostgresLedger> {
-    const pool = new pg.Pool({ connectionString: opts.url, max: opts.max ?? 4 });
+    const pool = new pg.Pool({ connectionString: opts.url, max: opts.max ?? PG_POOL_MAX });
     pool.on('error', () => { /* idle client errors surface on the next query */ });
     const l = new PostgresLedger(pool);
     try {
@@ -63,7 +65,7 @@ export class PostgresLedger implements Ledger {
         return r;
       } catch (err) {
         await c.query('ROLLBACK').catch(() => undefined);
-        if (n < 10 && RETRYABLE.has((err as { code?: string }).code ?? '')) continue;
+        if (n < PG_TX_RETRIES && RETRYABLE.has((err as { code?: string }).code ?? '')) continue;
         throw err;
       } finally {
         c.release();
@@ -82,9 +84,9 @@ export class PostgresLedger implements Ledger {
 
   private async insertItems(c: Client, items: NewItem[], now: number): Promise<number> {
     let n = 0;
-    // multi-row VALUES in chunks: one round trip per 500 items
-    for (let i = 0; i < items.length; i += 500) {
-      const chunk = items.slice(i, i + 500);
+    // multi-row VALUES in chunks: one round trip per chunk
+    for (let i = 0; i < items.length; i += PG_INSERT_CHUNK) {
+      const chunk = items.slice(i, i + PG_INSERT_CHUNK);
       const params: unknown[] = [];
       const rows = chunk.map((it) => {
         const vals = itemValues(it, now);
@@ -135,8 +137,8 @@ export class PostgresLedger implements Ledger {
     return this.tx(async (c) => {
       const now = await this.clock(c);
       await this.reclaimLocked(c, now);
-      const late = await c.query(`UPDATE items SET status = 'dead', last_error = 'deadline exceeded before it could run', updated_at = $1
-        WHERE id IN (SELECT id FROM items WHERE status = 'queued' AND kind = ANY($2) AND deadline_at < $1 LIMIT 500 FOR UPDATE SKIP LOCKED) RETURNING id, rollout_id`, [now, kinds]);
+      const late = await c.query(`UPDATE items SET status = 'dead', last_error = $3, updated_at = $1
+        WHERE id IN (SELECT id FROM items WHERE status = 'queued' AND kind = ANY($2) AND deadline_at < $1 LIMIT ${RECLAIM_BATCH} FOR UPDATE SKIP LOCKED) RETURNING id, rollout_id`, [now, kinds, DEADLINE_MISSED]);
       for (const r of late.rows) await this.event(c, now, 'deadline', Number(r.id), String(r.rollout_id), null);
       // one kind per statement: an equality on kind lets the index deliver rows in run_after order
       const rows: Row[] = [];
@@ -161,28 +163,22 @@ export class PostgresLedger implements Ledger {
   }
 
   private async reclaimLocked(c: Client, now: number): Promise<number> {
-    const rows = (await c.query(`SELECT id, attempt, max_attempts, backoff_ms, rollout_id FROM items WHERE status = 'leased' AND lease_expires_at < $1 LIMIT 500 FOR UPDATE SKIP LOCKED`, [now])).rows as Row[];
-    for (const r of rows) {
-      const id = Number(r.id);
-      const attempt = Number(r.attempt);
-      const msg = `lease expired on attempt ${attempt}`;
-      await c.query(`UPDATE attempts SET outcome = 'expired', ended_at = $1, error = $2 WHERE item_id = $3 AND attempt = $4`, [now, msg, id, attempt]);
-      await this.event(c, now, 'lease_expired', id, String(r.rollout_id), msg);
-      if (attempt >= Number(r.max_attempts)) {
-        await this.setDead(c, now, id, msg);
-        await this.event(c, now, 'dead', id, String(r.rollout_id), msg);
-      } else {
-        await this.requeue(c, now, id, now + backoffFor(Number(r.backoff_ms), attempt), msg);
-      }
-    }
+    const rows = (await c.query(`SELECT id, attempt, max_attempts, backoff_ms, rollout_id FROM items WHERE status = 'leased' AND lease_expires_at < $1 LIMIT ${RECLAIM_BATCH} FOR UPDATE SKIP LOCKED`, [now])).rows as Row[];
+    for (const r of rows) await this.apply(c, now, Number(r.id), r, settle(attemptCount(r), { why: 'expired' }, now));
     return rows.length;
   }
 
-  private async requeue(c: Client, now: number, id: number, runAfter: number, error: string | null): Promise<void> {
-    await c.query(`UPDATE items SET status = 'queued', run_after = $1, last_error = $2, lease_token = NULL, lease_owner = NULL, lease_expires_at = NULL, updated_at = $3 WHERE id = $4`, [runAfter, error, now, id]);
-  }
-  private async setDead(c: Client, now: number, id: number, error: string): Promise<void> {
-    await c.query(`UPDATE items SET status = 'dead', last_error = $1, lease_token = NULL, lease_owner = NULL, lease_expires_at = NULL, updated_at = $2 WHERE id = $3`, [error, now, id]);
+  /** Writes the lease rule's settlement for item `id`, whose row `s` this transaction holds locked. */
+  private async apply(c: Client, now: number, id: number, s: Row, d: Settlement): Promise<void> {
+    const attempt = Number(s.attempt);
+    if (d.attempt === 'drop') await c.query('DELETE FROM attempts WHERE item_id = $1 AND attempt = $2', [id, attempt]);
+    else await c.query('UPDATE attempts SET outcome = $1, ended_at = $2, error = $3 WHERE item_id = $4 AND attempt = $5', [d.attempt.outcome, now, d.attempt.error, id, attempt]);
+    const free = 'lease_token = NULL, lease_owner = NULL, lease_expires_at = NULL';
+    const i = d.item;
+    if (i.to === 'queued') await c.query(`UPDATE items SET status = 'queued', run_after = $1, last_error = $2, ${free}, updated_at = $3 WHERE id = $4`, [i.runAfter, i.lastError, now, id]);
+    else if (i.to === 'dead') await c.query(`UPDATE items SET status = 'dead', last_error = $1, ${free}, updated_at = $2 WHERE id = $3`, [i.lastError, now, id]);
+    else await c.query(`UPDATE items SET status = 'queued', attempt = attempt - 1, run_after = $1, ${free}, updated_at = $2 WHERE id = $3`, [i.runAfter, now, id]);
+    for (const e of d.events) await this.event(c, now, e.kind, id, String(s.rollout_id), e.detail);
   }
 
   async renew(leases: LeaseRef[], leaseMs: number): Promise<RenewResult[]> {
@@ -202,15 +198,14 @@ export class PostgresLedger implements Ledger {
 
   private async reject(c: Client, now: number, l: LeaseRef, op: string): Promise<RejectReason> {
     const s = (await c.query('SELECT status, lease_token, rollout_id FROM items WHERE id = $1', [l.itemId])).rows[0] as Row | undefined;
-    if (s && s.status === 'canceled' && s.lease_token === l.token) return 'canceled';
-    await this.event(c, now, 'stale_rejected', l.itemId, s ? String(s.rollout_id) : null, `${op} with a stale token`);
-    return 'stale';
+    const reason = rejectReason(s, l);
+    if (reason === 'stale') await this.event(c, now, 'stale_rejected', l.itemId, s ? String(s.rollout_id) : null, `${op} with a stale token`);
+    return reason;
   }
 
   private async live(c: Client, now: number, l: LeaseRef): Promise<Row | null> {
     const s = (await c.query('SELECT * FROM items WHERE id = $1 FOR UPDATE', [l.itemId])).rows[0] as Row | undefined;
-    if (!s || s.status !== 'leased' || s.lease_token !== l.token || Number(s.lease_expires_at) < now) return null;
-    return s;
+    return holdsLease(s, l, now) ? s : null;
   }
 
   async complete(req: CompleteRequest): Promise<CompleteResult> {
@@ -246,16 +241,9 @@ export class PostgresLedger implements Ledger {
       const now = await this.clock(c);
       const s = await this.live(c, now, req);
       if (!s) return { ok: false, reason: await this.reject(c, now, req, 'fail') };
-      const attempt = Number(s.attempt);
-      await c.query(`UPDATE attempts SET outcome = 'failed', ended_at = $1, error = $2 WHERE item_id = $3 AND attempt = $4`, [now, req.error, req.itemId, attempt]);
-      if (req.retryable !== false && attempt < Number(s.max_attempts)) {
-        await this.requeue(c, now, req.itemId, now + backoffFor(Number(s.backoff_ms), attempt), req.error);
-        await this.event(c, now, 'retry', req.itemId, String(s.rollout_id), req.error);
-        return { ok: true, state: 'queued' };
-      }
-      await this.setDead(c, now, req.itemId, req.error);
-      await this.event(c, now, 'dead', req.itemId, String(s.rollout_id), req.error);
-      return { ok: true, state: 'dead' };
+      const d = settle(attemptCount(s), { why: 'failed', error: req.error, retryable: req.retryable }, now);
+      await this.apply(c, now, req.itemId, s, d);
+      return { ok: true, state: d.item.to === 'dead' ? 'dead' : 'queued' };
     });
   }
 
@@ -264,16 +252,7 @@ export class PostgresLedger implements Ledger {
       const now = await this.clock(c);
       const s = await this.live(c, now, lease);
       if (!s) return false;
-      const attempt = Number(s.attempt);
-      if (lease.started === false) {
-        await c.query('DELETE FROM attempts WHERE item_id = $1 AND attempt = $2', [lease.itemId, attempt]);
-        await c.query(`UPDATE items SET status = 'queued', attempt = attempt - 1, run_after = $1, lease_token = NULL, lease_owner = NULL, lease_expires_at = NULL, updated_at = $1 WHERE id = $2`, [now, lease.itemId]);
-      } else {
-        await c.query(`UPDATE attempts SET outcome = 'released', ended_at = $1, error = $2 WHERE item_id = $3 AND attempt = $4`, [now, reason, lease.itemId, attempt]);
-        if (attempt >= Number(s.max_attempts)) await this.setDead(c, now, lease.itemId, `released after the last attempt: ${reason}`);
-        else await this.requeue(c, now, lease.itemId, now, reason);
-      }
-      await this.event(c, now, 'released', lease.itemId, String(s.rollout_id), reason);
+      await this.apply(c, now, lease.itemId, s, settle(attemptCount(s), { why: 'released', reason, started: lease.started }, now));
       return true;
     });
   }

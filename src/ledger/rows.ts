@@ -1,5 +1,5 @@
 /** Row ↔ record mapping shared by both backends (PostgreSQL returns BIGINT as strings, hence Number()). */
-import type { AttemptTiming, InferenceRecord, ItemStatus, NewItem, ResultRecord, RolloutRecord, WorkItem } from './types.js';
+import type { AttemptTiming, InferenceRecord, ItemStatus, NewItem, ResultRecord, RolloutRecord, TrajectoryRecord, WorkItem } from './types.js';
 
 type Row = Record<string, unknown>;
 const num = (v: unknown): number => Number(v);
@@ -60,9 +60,12 @@ export function rowToInference(r: Row): InferenceRecord {
   };
 }
 
-/** Exponential backoff with a cap; the ledger applies it so every worker agrees. */
-export function backoffFor(baseMs: number, attempt: number): number {
-  return Math.min(baseMs * 2 ** Math.max(0, attempt - 1), 60_000);
+export function rowToTrajectory(r: Row): TrajectoryRecord {
+  return { rolloutId: String(r.rollout_id), sampleId: String(r.sample_id), ref: String(r.ref), createdAt: num(r.created_at) };
+}
+
+export function rowToAttempt(r: Row): { attempt: number; worker: string; outcome: string; startedAt: number; endedAt: number | null } {
+  return { attempt: num(r.attempt), worker: String(r.worker), outcome: String(r.outcome), startedAt: num(r.started_at), endedAt: numOrNull(r.ended_at) };
 }
 
 export function percentileIndex(count: number, p: number): number {

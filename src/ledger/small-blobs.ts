@@ -9,6 +9,7 @@
  */
 import path from 'node:path';
 import Database from 'better-sqlite3';
+import { SQLITE_BUSY_BUDGET_MS, WAL_SIZE_LIMIT_BYTES } from './limits.js';
 import { TxRunner } from './sqlite-tx.js';
 
 /** Larger blobs stay files: their write cost is the bytes, not the file creation. */
@@ -22,11 +23,11 @@ export class SmallBlobs {
 
   constructor(dir: string, durable: boolean) {
     this.db = new Database(path.join(dir, 'small.db'), { timeout: 0 });
-    this.tx = new TxRunner(this.db, Number(process.env.SMOL_LEDGER_BUSY_MS ?? 60_000));
+    this.tx = new TxRunner(this.db, Number(process.env.SMOL_LEDGER_BUSY_MS ?? SQLITE_BUSY_BUDGET_MS));
     this.tx.retry('opening the small-blob store', () => {
       this.db.pragma('journal_mode = WAL');
       this.db.pragma(`synchronous = ${durable ? 'full' : 'normal'}`);
-      this.db.pragma('journal_size_limit = 67108864');
+      this.db.pragma(`journal_size_limit = ${WAL_SIZE_LIMIT_BYTES}`);
     });
     this.tx.write('creating the small-blob store', () => this.db.exec('CREATE TABLE IF NOT EXISTS blobs (digest TEXT PRIMARY KEY, data BLOB NOT NULL) STRICT, WITHOUT ROWID'));
     this.ins = this.db.prepare('INSERT OR IGNORE INTO blobs (digest, data) VALUES (?, ?)');

@@ -8,6 +8,7 @@
  */
 import type Database from 'better-sqlite3';
 import { LedgerBusyError } from './errors.js';
+import { SQLITE_CONTENDED_MS, SQLITE_TURN_TIMEOUT_MS } from './limits.js';
 import { WriteQueue } from './sqlite-lock.js';
 
 const sleepCell = new Int32Array(new SharedArrayBuffer(4));
@@ -21,12 +22,6 @@ export function isBusy(err: unknown): boolean {
   const code = (err as { code?: string } | undefined)?.code;
   return code === 'SQLITE_BUSY' || code === 'SQLITE_LOCKED' || code === 'SQLITE_BUSY_SNAPSHOT' || code === 'SQLITE_BUSY_RECOVERY';
 }
-
-/** How long after the last sign of contention writers keep queueing (a lone writer skips the round trip). */
-const CONTENDED_MS = 1000;
-/** How long a writer waits for its turn before polling SQLite instead (the queue's server may be stopped). */
-const TURN_TIMEOUT_MS = 200;
-
 
 export interface TxRunnerOptions {
   /** 'fifo' (default for files): queue for the write lock across processes once it is contended; 'poll': only retry. */
@@ -117,7 +112,7 @@ export class TxRunner {
         return turn;
       } catch (err) {
         if (!isBusy(err)) { if (turn) this.queue?.release(); throw err; }
-        this.contendedUntil = Date.now() + CONTENDED_MS;
+        this.contendedUntil = Date.now() + SQLITE_CONTENDED_MS;
         if (!asked) {
           asked = true;
           turn = this.takeTurn();
@@ -136,12 +131,12 @@ export class TxRunner {
 
   /** Whether this process or, as the queue's server tells, another has met the lock busy lately. */
   private contended(): boolean {
-    return Date.now() <= Math.max(this.contendedUntil, (this.queue?.crowdedAt ?? 0) + CONTENDED_MS);
+    return Date.now() <= Math.max(this.contendedUntil, (this.queue?.crowdedAt ?? 0) + SQLITE_CONTENDED_MS);
   }
 
   private takeTurn(): boolean {
     const q = this.startQueue();
-    if (!q?.acquire(TURN_TIMEOUT_MS)) return false;
+    if (!q?.acquire(SQLITE_TURN_TIMEOUT_MS)) return false;
     this.turns++;
     return true;
   }

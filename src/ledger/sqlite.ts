@@ -8,7 +8,11 @@ import { sqliteMigrations } from './sqlite-migrations.js';
 import { Checkpointer } from './sqlite-checkpointer.js';
 import { TxRunner } from './sqlite-tx.js';
 import { SqliteReads } from './sqlite-reads.js';
-import { backoffFor, ITEM_COLUMNS, itemValues, rowToItem } from './rows.js';
+import { attemptCount, DEADLINE_MISSED, holdsLease, rejectReason, settle, type Settlement } from './lease-rule.js';
+import {
+  CHECKPOINT_INTERVAL_MS, RECLAIM_BATCH, SQLITE_BUSY_BUDGET_MS, WAL_AUTOCHECKPOINT_FRAMES, WAL_BEHIND_FRAMES, WAL_SIZE_LIMIT_BYTES,
+} from './limits.js';
+import { ITEM_COLUMNS, itemValues, rowToItem } from './rows.js';
 import type {
   AttemptTiming, CheckIssue, Claim, ClaimOptions, CompleteRequest, CompleteResult, EventKind, FailRequest, FailResult, InferenceOutcome,
   InferenceRecord, Ledger, LeaseRef, LedgerStats, NewInference, NewItem, RejectReason, RenewResult, ResultRecord, RolloutRecord,
@@ -49,13 +53,13 @@ export class SqliteLedger implements Ledger {
     fs.mkdirSync(path.dirname(path.resolve(opts.path)), { recursive: true });
     this.clock = opts.clock ?? Date.now;
     this.db = new Database(opts.path, { timeout: opts.sqliteBusyTimeoutMs ?? 0 });
-    this.tx = new TxRunner(this.db, opts.busyBudgetMs ?? Number(process.env.SMOL_LEDGER_BUSY_MS ?? 60_000), { lockQueue: opts.lockQueue ?? (process.env.SMOL_LEDGER_LOCK === 'poll' ? 'poll' : 'fifo') });
+    this.tx = new TxRunner(this.db, opts.busyBudgetMs ?? Number(process.env.SMOL_LEDGER_BUSY_MS ?? SQLITE_BUSY_BUDGET_MS), { lockQueue: opts.lockQueue ?? (process.env.SMOL_LEDGER_LOCK === 'poll' ? 'poll' : 'fifo') });
     this.tx.retry('opening ledger', () => {
       this.db.pragma('journal_mode = WAL');
       this.db.pragma(`synchronous = ${opts.synchronous ?? 'normal'}`);
       // Bounded WAL: checkpoint every ~4 MB of frames and truncate the file back to 64 MB after a reset.
-      this.db.pragma('wal_autocheckpoint = 1000');
-      this.db.pragma('journal_size_limit = 67108864');
+      this.db.pragma(`wal_autocheckpoint = ${WAL_AUTOCHECKPOINT_FRAMES}`);
+      this.db.pragma(`journal_size_limit = ${WAL_SIZE_LIMIT_BYTES}`);
       this.db.pragma('foreign_keys = ON');
     });
     this.migrate();
@@ -71,20 +75,20 @@ export class SqliteLedger implements Ledger {
   /** Takes checkpoints out of this process's commits (see sqlite-checkpointer.ts); inline again if the thread fails. */
   private startCheckpointer(): void {
     try {
-      // 1000 frames (~4 MB) is SQLite's own autocheckpoint threshold; a 50 ms look at the WAL index is one pread
-      this.checkpointer = new Checkpointer(this.db.name, { intervalMs: 50, minFrames: 1000, maxFrames: 4000 }, () => {
+      const o = { intervalMs: CHECKPOINT_INTERVAL_MS, minFrames: WAL_AUTOCHECKPOINT_FRAMES, maxFrames: WAL_BEHIND_FRAMES };
+      this.checkpointer = new Checkpointer(this.db.name, o, () => {
         this.checkpointer = null;
         this.tx.beforeWrite = null;
-        if (this.db.open) this.db.pragma('wal_autocheckpoint = 1000');
+        if (this.db.open) this.db.pragma(`wal_autocheckpoint = ${WAL_AUTOCHECKPOINT_FRAMES}`);
       });
       this.db.pragma('wal_autocheckpoint = 0');
       let inline = false;
-      // while the WAL is past ~16 MB the commits checkpoint too (see Checkpointer.behind)
+      // while the WAL is past WAL_BEHIND_FRAMES the commits checkpoint too (see Checkpointer.behind)
       this.tx.beforeWrite = () => {
         const behind = this.checkpointer?.behind() ?? false;
         if (behind === inline) return;
         inline = behind;
-        this.db.pragma(`wal_autocheckpoint = ${inline ? 1000 : 0}`);
+        this.db.pragma(`wal_autocheckpoint = ${inline ? WAL_AUTOCHECKPOINT_FRAMES : 0}`);
       };
     } catch {
       this.checkpointer = null; // no threads here: SQLite's autocheckpoint stays on
@@ -111,7 +115,7 @@ export class SqliteLedger implements Ledger {
       lease: p(`UPDATE items SET status = 'leased', attempt = ?, lease_token = ?, lease_owner = ?, lease_expires_at = ?, updated_at = ? WHERE id = ?`),
       insAttempt: p(`INSERT INTO attempts (item_id, attempt, token, worker, started_at, outcome) VALUES (?, ?, ?, ?, ?, 'running')`),
       endAttempt: p(`UPDATE attempts SET outcome = ?, ended_at = ?, error = ? WHERE item_id = ? AND attempt = ?`),
-      expired: p(`SELECT id, attempt, max_attempts, backoff_ms, rollout_id FROM items WHERE status = 'leased' AND lease_expires_at < ? LIMIT 500`),
+      expired: p(`SELECT id, attempt, max_attempts, backoff_ms, rollout_id FROM items WHERE status = 'leased' AND lease_expires_at < ? LIMIT ${RECLAIM_BATCH}`),
       requeue: p(`UPDATE items SET status = 'queued', run_after = ?, last_error = ?, lease_token = NULL, lease_owner = NULL, lease_expires_at = NULL, updated_at = ? WHERE id = ?`),
       kill: p(`UPDATE items SET status = 'dead', last_error = ?, lease_token = NULL, lease_owner = NULL, lease_expires_at = NULL, updated_at = ? WHERE id = ?`),
       renew: p(`UPDATE items SET lease_expires_at = ?, updated_at = ? WHERE id = ? AND lease_token = ? AND status = 'leased' AND lease_expires_at >= ?`),
@@ -193,7 +197,7 @@ export class SqliteLedger implements Ledger {
       for (const r of rows) {
         const id = Number(r.id);
         if (r.deadline_at !== null && Number(r.deadline_at) < now) {
-          this.st.kill.run('deadline exceeded before it could run', now, id);
+          this.st.kill.run(DEADLINE_MISSED, now, id);
           this.event(now, 'deadline', id, String(r.rollout_id), null);
           continue;
         }
@@ -214,20 +218,20 @@ export class SqliteLedger implements Ledger {
 
   private reclaimLocked(now: number): number {
     const rows = this.st.expired.all(now) as Row[];
-    for (const r of rows) {
-      const id = Number(r.id);
-      const attempt = Number(r.attempt);
-      const msg = `lease expired on attempt ${attempt}`;
-      this.st.endAttempt.run('expired', now, msg, id, attempt);
-      this.event(now, 'lease_expired', id, String(r.rollout_id), msg);
-      if (attempt >= Number(r.max_attempts)) {
-        this.st.kill.run(msg, now, id);
-        this.event(now, 'dead', id, String(r.rollout_id), msg);
-      } else {
-        this.st.requeue.run(now + backoffFor(Number(r.backoff_ms), attempt), msg, now, id);
-      }
-    }
+    for (const r of rows) this.apply(now, Number(r.id), r, settle(attemptCount(r), { why: 'expired' }, now));
     return rows.length;
+  }
+
+  /** Writes the lease rule's settlement for item `id`, whose row `s` was read in this write transaction. */
+  private apply(now: number, id: number, s: Row, d: Settlement): void {
+    const attempt = Number(s.attempt);
+    if (d.attempt === 'drop') this.st.delAttempt.run(id, attempt);
+    else this.st.endAttempt.run(d.attempt.outcome, now, d.attempt.error, id, attempt);
+    const i = d.item;
+    if (i.to === 'queued') this.st.requeue.run(i.runAfter, i.lastError, now, id);
+    else if (i.to === 'dead') this.st.kill.run(i.lastError, now, id);
+    else this.st.unclaim.run(i.runAfter, now, id);
+    for (const e of d.events) this.event(now, e.kind, id, String(s.rollout_id), e.detail);
   }
 
   async renew(leases: LeaseRef[], leaseMs: number): Promise<RenewResult[]> { return this.renewSync(leases, leaseMs); }
@@ -244,16 +248,15 @@ export class SqliteLedger implements Ledger {
   /** Classifies a rejected token and counts it; called inside a write transaction. */
   private reject(now: number, l: LeaseRef, op: string): RejectReason {
     const s = this.st.leaseState.get(l.itemId) as Row | undefined;
-    if (s && s.status === 'canceled' && s.lease_token === l.token) return 'canceled';
-    this.event(now, 'stale_rejected', l.itemId, s ? String(s.rollout_id) : null, `${op} with a stale token`);
-    return 'stale';
+    const reason = rejectReason(s, l);
+    if (reason === 'stale') this.event(now, 'stale_rejected', l.itemId, s ? String(s.rollout_id) : null, `${op} with a stale token`);
+    return reason;
   }
 
   /** The lease row when `l` is its live holder, else null. */
   private live(now: number, l: LeaseRef): Row | null {
     const s = this.st.leaseState.get(l.itemId) as Row | undefined;
-    if (!s || s.status !== 'leased' || s.lease_token !== l.token || Number(s.lease_expires_at) < now) return null;
-    return s;
+    return holdsLease(s, l, now) ? s : null;
   }
 
   async complete(req: CompleteRequest): Promise<CompleteResult> { return this.completeSync(req); }
@@ -286,17 +289,9 @@ export class SqliteLedger implements Ledger {
       const now = this.clock();
       const s = this.live(now, req);
       if (!s) return { ok: false, reason: this.reject(now, req, 'fail') };
-      const attempt = Number(s.attempt);
-      const rollout = String(s.rollout_id);
-      this.st.endAttempt.run('failed', now, req.error, req.itemId, attempt);
-      if (req.retryable !== false && attempt < Number(s.max_attempts)) {
-        this.st.requeue.run(now + backoffFor(Number(s.backoff_ms), attempt), req.error, now, req.itemId);
-        this.event(now, 'retry', req.itemId, rollout, req.error);
-        return { ok: true, state: 'queued' };
-      }
-      this.st.kill.run(req.error, now, req.itemId);
-      this.event(now, 'dead', req.itemId, rollout, req.error);
-      return { ok: true, state: 'dead' };
+      const d = settle(attemptCount(s), { why: 'failed', error: req.error, retryable: req.retryable }, now);
+      this.apply(now, req.itemId, s, d);
+      return { ok: true, state: d.item.to === 'dead' ? 'dead' : 'queued' };
     });
   }
 
@@ -305,17 +300,7 @@ export class SqliteLedger implements Ledger {
       const now = this.clock();
       const s = this.live(now, lease);
       if (!s) return false;
-      const attempt = Number(s.attempt);
-      if (lease.started === false) {
-        // never ran: give the attempt back so prefetched claims do not burn retries
-        this.st.delAttempt.run(lease.itemId, attempt);
-        this.st.unclaim.run(now, now, lease.itemId);
-      } else {
-        this.st.endAttempt.run('released', now, reason, lease.itemId, attempt);
-        if (attempt >= Number(s.max_attempts)) this.st.kill.run(`released after the last attempt: ${reason}`, now, lease.itemId);
-        else this.st.requeue.run(now, reason, now, lease.itemId);
-      }
-      this.event(now, 'released', lease.itemId, String(s.rollout_id), reason);
+      this.apply(now, lease.itemId, s, settle(attemptCount(s), { why: 'released', reason, started: lease.started }, now));
       return true;
     });
   }
