@@ -1,11 +1,12 @@
 /** Read side of the PostgreSQL ledger; mirrors sqlite-reads.ts query for query. */
 import type pg from 'pg';
-import { percentileIndex, rowToInference, rowToItem, rowToResult, rowToRollout, rowToTiming } from './rows.js';
-import type { AttemptTiming, CheckIssue, InferenceRecord, ItemStatus, LedgerStats, ResultRecord, RolloutSummary, TrajectoryRecord, WorkItem } from './types.js';
+import { INVARIANTS } from './invariants.js';
+import { RATE_WINDOW_MS } from './limits.js';
+import { percentileIndex, rowToAttempt, rowToInference, rowToItem, rowToResult, rowToRollout, rowToTiming, rowToTrajectory } from './rows.js';
+import { countsByStatus, statsFrom } from './stats.js';
+import type { AttemptTiming, CheckIssue, InferenceRecord, LedgerStats, ResultRecord, RolloutSummary, TrajectoryRecord, WorkItem } from './types.js';
 
 type Row = Record<string, unknown>;
-const STATUSES: ItemStatus[] = ['queued', 'leased', 'done', 'dead', 'canceled'];
-const RATE_WINDOW_MS = 10_000;
 const R = '($1::text IS NULL OR rollout_id = $1)';
 
 export class PostgresReads {
@@ -23,8 +24,7 @@ export class PostgresReads {
     return r ? String(r.body) : null;
   }
   private async summarize(r: Row): Promise<RolloutSummary> {
-    const counts = Object.fromEntries(STATUSES.map((s) => [s, 0])) as Record<ItemStatus, number>;
-    for (const c of await this.all('SELECT status, count(*) AS n FROM items WHERE rollout_id = $1 GROUP BY status', [r.id])) counts[c.status as ItemStatus] = Number(c.n);
+    const counts = countsByStatus(await this.all('SELECT status, count(*) AS n FROM items WHERE rollout_id = $1 GROUP BY status', [r.id]));
     const t = await this.one('SELECT count(*) AS n FROM trajectories WHERE rollout_id = $1', [r.id]);
     return { ...rowToRollout(r), counts, trajectories: Number(t?.n ?? 0) };
   }
@@ -46,13 +46,10 @@ export class PostgresReads {
     return (await this.all(`SELECT * FROM results WHERE ${R} AND ($2::text IS NULL OR sample_id = $2) ORDER BY created_at, item_id`, [f.rolloutId ?? null, f.sampleId ?? null])).map(rowToResult);
   }
   async trajectories(rolloutId: string): Promise<TrajectoryRecord[]> {
-    return (await this.all('SELECT * FROM trajectories WHERE rollout_id = $1 ORDER BY sample_id', [rolloutId]))
-      .map((r) => ({ rolloutId: String(r.rollout_id), sampleId: String(r.sample_id), ref: String(r.ref), createdAt: Number(r.created_at) }));
+    return (await this.all('SELECT * FROM trajectories WHERE rollout_id = $1 ORDER BY sample_id', [rolloutId])).map(rowToTrajectory);
   }
   async attempts(itemId: number) {
-    return (await this.all('SELECT * FROM attempts WHERE item_id = $1 ORDER BY attempt', [itemId])).map((r) => ({
-      attempt: Number(r.attempt), worker: String(r.worker), outcome: String(r.outcome), startedAt: Number(r.started_at), endedAt: r.ended_at === null ? null : Number(r.ended_at),
-    }));
+    return (await this.all('SELECT * FROM attempts WHERE item_id = $1 ORDER BY attempt', [itemId])).map(rowToAttempt);
   }
   async inference(key: string): Promise<InferenceRecord | null> {
     const r = await this.one('SELECT * FROM inference_requests WHERE idem_key = $1', [key]);
@@ -61,37 +58,27 @@ export class PostgresReads {
 
   async stats(rolloutId: string | undefined, now: number): Promise<LedgerStats> {
     const rid = rolloutId ?? null;
-    const counts = Object.fromEntries(STATUSES.map((s) => [s, 0])) as Record<ItemStatus, number>;
-    for (const c of await this.all(`SELECT status, count(*) AS n FROM items WHERE ${R} GROUP BY status`, [rid])) counts[c.status as ItemStatus] = Number(c.n);
+    const counts = countsByStatus(await this.all(`SELECT status, count(*) AS n FROM items WHERE ${R} GROUP BY status`, [rid]));
     const ready = Number((await this.one(`SELECT count(*) AS n FROM items WHERE status = 'queued' AND run_after <= $2 AND ${R}`, [rid, now]))?.n ?? 0);
     const ageAt = async (p: number): Promise<number> => {
       if (ready === 0) return 0;
       const r = await this.one(`SELECT run_after FROM items WHERE status = 'queued' AND run_after <= $2 AND ${R} ORDER BY run_after DESC LIMIT 1 OFFSET $3`, [rid, now, percentileIndex(ready, p)]);
       return r ? now - Number(r.run_after) : 0;
     };
-    const att = await this.one(`SELECT coalesce(sum(attempt), 0) AS a, count(*) FILTER (WHERE attempt > 0) AS n FROM items WHERE ${R}`, [rid]);
-    const ev: Record<string, number> = {};
-    for (const e of await this.all(`SELECT kind, count(*) AS n FROM events WHERE ${R} GROUP BY kind`, [rid])) ev[String(e.kind)] = Number(e.n);
+    const attempts = await this.one(`SELECT coalesce(sum(attempt), 0) AS a, count(*) FILTER (WHERE attempt > 0) AS n FROM items WHERE ${R}`, [rid]);
+    const events = await this.all(`SELECT kind, count(*) AS n FROM events WHERE ${R} GROUP BY kind`, [rid]);
     const results = Number((await this.one(`SELECT count(*) AS n FROM results WHERE ${R}`, [rid]))?.n ?? 0);
-    const recent = Number((await this.one(`SELECT count(*) AS n FROM results WHERE created_at > $2 AND ${R}`, [rid, now - RATE_WINDOW_MS]))?.n ?? 0);
+    const recentResults = Number((await this.one(`SELECT count(*) AS n FROM results WHERE created_at > $2 AND ${R}`, [rid, now - RATE_WINDOW_MS]))?.n ?? 0);
     const tr = await this.one(`SELECT coalesce(sum(x.gh), 0) AS gh FROM (
         SELECT r.gpus * ((coalesce(max(t.created_at), $2) - r.created_at) / 3600000.0) AS gh
         FROM rollouts r JOIN trajectories t ON t.rollout_id = r.id WHERE ($1::text IS NULL OR r.id = $1) GROUP BY r.id, r.gpus, r.created_at) x`, [rid, now]);
     const trajectories = Number((await this.one(`SELECT count(*) AS n FROM trajectories WHERE ${R}`, [rid]))?.n ?? 0);
     const gpuHours = Number(tr?.gh ?? 0);
-    const inf = await this.one(`SELECT count(*) AS n, count(*) FILTER (WHERE status = 'done') AS d, count(*) FILTER (WHERE status = 'shed') AS s,
+    const inference = await this.one(`SELECT count(*) AS n, count(*) FILTER (WHERE status = 'done') AS d, count(*) FILTER (WHERE status = 'shed') AS s,
       avg(batch_size) FILTER (WHERE status = 'done') AS b FROM inference_requests WHERE ${R}`, [rid]);
-    const attempts = Number(att?.a ?? 0);
-    const attempted = Number(att?.n ?? 0);
-    return {
-      now, queueDepth: counts.queued, leased: counts.leased, done: counts.done, dead: counts.dead, canceled: counts.canceled,
-      queueAgeP50Ms: await ageAt(0.5), queueAgeP99Ms: await ageAt(0.99), attempts, itemsAttempted: attempted,
-      retryRate: attempts === 0 ? 0 : (attempts - attempted) / attempts,
-      leaseExpiries: ev.lease_expired ?? 0, staleRejections: ev.stale_rejected ?? 0,
-      results, resultsPerSec: recent / (RATE_WINDOW_MS / 1000), trajectories,
-      trajectoriesPerGpuHour: gpuHours > 0 ? trajectories / gpuHours : null,
-      inference: { requests: Number(inf?.n ?? 0), done: Number(inf?.d ?? 0), shed: Number(inf?.s ?? 0), meanBatchSize: inf?.b === null || inf?.b === undefined ? null : Number(inf.b) },
-    };
+    const queueAgeP50Ms = await ageAt(0.5);
+    const queueAgeP99Ms = await ageAt(0.99);
+    return statsFrom({ now, counts, attempts, events, results, recentResults, trajectories, gpuHours, inference, queueAgeP50Ms, queueAgeP99Ms });
   }
 
   async attemptTimings(rolloutId?: string): Promise<AttemptTiming[]> {
@@ -101,16 +88,7 @@ export class PostgresReads {
 
   async check(): Promise<CheckIssue[]> {
     const issues: CheckIssue[] = [];
-    const q = async (check: string, sql: string, fmt: (r: Row) => string) => {
-      for (const r of await this.all(sql)) issues.push({ check, detail: fmt(r) });
-    };
-    await q('leased items hold a token and expiry', `SELECT id FROM items WHERE status = 'leased' AND (lease_token IS NULL OR lease_expires_at IS NULL) LIMIT 100`, (r) => `item ${String(r.id)}`);
-    await q('executions within max_attempts', `SELECT id, attempt, max_attempts FROM items WHERE attempt > max_attempts LIMIT 100`, (r) => `item ${String(r.id)}: attempt ${String(r.attempt)} of ${String(r.max_attempts)}`);
-    await q('done items have exactly their result', `SELECT i.id FROM items i LEFT JOIN results r ON r.idem_key = i.idem_key WHERE i.status = 'done' AND r.idem_key IS NULL LIMIT 100`, (r) => `item ${String(r.id)} is done without a result`);
-    await q('results belong to done items', `SELECT r.idem_key FROM results r JOIN items i ON i.idem_key = r.idem_key WHERE i.status != 'done' LIMIT 100`, (r) => `result ${String(r.idem_key)}`);
-    await q('one running attempt per leased item', `SELECT item_id, count(*) AS n FROM attempts WHERE outcome = 'running' GROUP BY item_id HAVING count(*) > 1 LIMIT 100`, (r) => `item ${String(r.item_id)} has ${String(r.n)} running attempts`);
-    await q('attempt rows match attempt counters', `SELECT i.id FROM items i JOIN attempts a ON a.item_id = i.id GROUP BY i.id HAVING max(a.attempt) != max(i.attempt) LIMIT 100`, (r) => `item ${String(r.id)}`);
-    await q('dead items say why', `SELECT id FROM items WHERE status = 'dead' AND last_error IS NULL LIMIT 100`, (r) => `item ${String(r.id)}`);
+    for (const inv of INVARIANTS) for (const r of await this.all(inv.sql)) issues.push({ check: inv.check, detail: inv.detail(r) });
     return issues;
   }
 }
