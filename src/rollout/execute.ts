@@ -9,6 +9,7 @@ import path from 'node:path';
 import type { BlobStore } from '../ledger/blobs.js';
 import type { Claim } from '../ledger/types.js';
 import { GatewayError, infer } from './gateway-client.js';
+import { GATEWAY_DOWN_RETRY_MS, GATEWAY_RETRY_AFTER_MS } from './limits.js';
 import type { CpuStage, GpuStage, Manifest } from './manifest.js';
 import type { StageRunner } from './stage-runner.js';
 
@@ -75,13 +76,13 @@ async function runGpu(ctx: ExecContext, stage: GpuStage, c: Claim, budget: numbe
     } catch (err) {
       if (signal.aborted) return { ok: false, aborted: true };
       // overload: wait as told and try again within this attempt's budget, rather than burning an attempt
-      if (err instanceof GatewayError && err.status === 429 && Date.now() + (err.retryAfterMs ?? 1000) < until) {
-        await sleep(err.retryAfterMs ?? 1000, signal);
+      if (err instanceof GatewayError && err.status === 429 && Date.now() + (err.retryAfterMs ?? GATEWAY_RETRY_AFTER_MS) < until) {
+        await sleep(err.retryAfterMs ?? GATEWAY_RETRY_AFTER_MS, signal);
         continue;
       }
       // gateway down or restarting (connection refused/reset): not the item's fault, so wait within this attempt
-      if (!(err instanceof GatewayError) && Date.now() + 500 < until) {
-        await sleep(500, signal);
+      if (!(err instanceof GatewayError) && Date.now() + GATEWAY_DOWN_RETRY_MS < until) {
+        await sleep(GATEWAY_DOWN_RETRY_MS, signal);
         continue;
       }
       const retryable = !(err instanceof GatewayError) || err.status >= 500 || err.status === 429;

@@ -8,18 +8,7 @@ import { ValidationError, type Issue } from '../errors/index.js';
 import { parseDuration } from '../util/duration.js';
 import { sizeLabel } from '../util/read-capped.js';
 import { parseYamlBounded, yamlToJs } from '../util/yaml-bounded.js';
-
-/**
- * Limits checked before any work (docs/ledger.md): parsing YAML costs ~1 µs and ~50 bytes of memory per byte
- * (more for tiny tokens: util/yaml-bounded.ts counts them first), and each item ~100 µs and ~1.4 KB to submit,
- * so a 50 MB manifest or `count: 10000000` would take minutes and gigabytes before failing or succeeding.
- * A rollout larger than this is several rollouts.
- */
-export const MANIFEST_MAX_BYTES = 8 * 1024 * 1024;
-export const MAX_ITEMS = 1_000_000;
-export const TEMPLATE_MAX_BYTES = 1024 * 1024;
-/** What `generate` may expand to: count × the template with {i} replaced. */
-export const GENERATED_MAX_BYTES = 64 * 1024 * 1024;
+import { DEFAULT_MAX_ATTEMPTS, GENERATED_MAX_BYTES, MANIFEST_MAX_BYTES, MAX_ATTEMPTS_CAP, MAX_ITEMS, STAGE_BACKOFF_MS, STAGE_MAX_OUTPUT_BYTES, STAGE_TIMEOUT_MS, TEMPLATE_MAX_BYTES } from './limits.js';
 
 const noNul = (what: string) => z.string().refine((v) => !v.includes('\0'), `${what} cannot contain NUL bytes`);
 
@@ -36,13 +25,13 @@ const name = z.string().regex(/^[a-z0-9][a-z0-9._-]{0,62}$/, 'use 1-63 lowercase
 const limits = z.strictObject({
   cpuSeconds: z.number().int().positive().optional(),
   memoryMiB: z.number().int().positive().optional(),
-  maxOutputBytes: z.number().int().positive().default(16 * 1024 * 1024),
+  maxOutputBytes: z.number().int().positive().default(STAGE_MAX_OUTPUT_BYTES),
   openFiles: z.number().int().positive().optional(),
 }).prefault({});
 
 const common = {
   name,
-  maxAttempts: z.number().int().min(1).max(100).optional(),
+  maxAttempts: z.number().int().min(1).max(MAX_ATTEMPTS_CAP).optional(),
   timeout: duration.optional(),
   backoff: duration.optional(),
 };
@@ -88,9 +77,9 @@ export const manifestSchema = z.strictObject({
   environment: z.strictObject({ version: z.string().min(1) }),
   gpus: z.number().int().min(0).default(1),
   defaults: z.strictObject({
-    maxAttempts: z.number().int().min(1).max(100).default(3),
-    timeout: duration.default(60_000),
-    backoff: duration.default(1000),
+    maxAttempts: z.number().int().min(1).max(MAX_ATTEMPTS_CAP).default(DEFAULT_MAX_ATTEMPTS),
+    timeout: duration.default(STAGE_TIMEOUT_MS),
+    backoff: duration.default(STAGE_BACKOFF_MS),
     deadline: duration.optional(),
   }).prefault({}),
   samples: z.array(sample).min(1).max(MAX_ITEMS, `at most ${MAX_ITEMS} samples per rollout; split it into several rollouts`).optional(),

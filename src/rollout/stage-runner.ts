@@ -7,6 +7,7 @@ import path from 'node:path';
 import { PrerequisiteError } from '../errors/index.js';
 import { spawn, which, type Child } from '../util/exec.js';
 import type { CpuStage } from './manifest.js';
+import { STAGE_STDERR_TAIL_CHARS } from './limits.js';
 
 export interface StageRun {
   stage: CpuStage;
@@ -131,7 +132,7 @@ export class ProcessStageRunner implements StageRunner {
       const stderr = fs.readFileSync(stderrPath, 'utf8');
       return {
         exitCode: res.exitCode ?? null, signal: res.signal ?? null, output,
-        stderrTail: stderr.trim().split('\n').slice(-5).join('\n').slice(-2000), timedOut, aborted,
+        stderrTail: stderr.trim().split('\n').slice(-5).join('\n').slice(-STAGE_STDERR_TAIL_CHARS), timedOut, aborted,
       };
     } finally {
       clearTimeout(timer);

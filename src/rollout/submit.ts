@@ -4,7 +4,8 @@ import { ConflictError, NotFoundError } from '../errors/index.js';
 import { digestOf, type BlobStore } from '../ledger/blobs.js';
 import type { Ledger } from '../ledger/types.js';
 import { readCapped } from '../util/read-capped.js';
-import { MANIFEST_MAX_BYTES, parseManifest, samplesOf, tooLarge } from './manifest.js';
+import { MANIFEST_MAX_BYTES } from './limits.js';
+import { parseManifest, samplesOf, tooLarge } from './manifest.js';
 import { itemFor } from './pipeline.js';
 
 export interface SubmitResult { rolloutId: string; manifestDigest: string; created: boolean; items: number }

@@ -8,6 +8,7 @@ import type { BlobStore } from '../ledger/blobs.js';
 import type { Claim, Ledger, StageKind } from '../ledger/types.js';
 import { AdaptiveConcurrency, type ConcurrencyStep } from './concurrency.js';
 import { execute } from './execute.js';
+import { CONCURRENCY_WINDOW_MS, WORKER_LEASE_MS, WORKER_POLL_MS, WORKER_STOP_GRACE_MS } from './limits.js';
 import { stageIsolation } from './manifest.js';
 import { advance, ManifestCache } from './pipeline.js';
 import type { StageRunner } from './stage-runner.js';
@@ -60,7 +61,7 @@ export class Worker {
     this.id = o.id ?? `${os.hostname()}:${process.pid}`;
     this.concurrency = new AdaptiveConcurrency(Math.max(1, o.concurrency), o.adaptive ?? false);
     this.manifests = new ManifestCache(o.ledger);
-    this.leaseMs = o.leaseMs ?? 30_000;
+    this.leaseMs = o.leaseMs ?? WORKER_LEASE_MS;
   }
 
   private emit(e: WorkerEvent): void { this.o.onEvent?.(e); }
@@ -70,13 +71,13 @@ export class Worker {
     this.o.ledger.prepareWrites();
     const kind = this.o.kind ?? (this.o.gateway ? undefined : 'cpu');
     const renewTimer = setInterval(() => void this.renewAll(), Math.max(50, Math.floor(this.leaseMs / 3)));
-    const windowMs = this.o.windowMs ?? 5000;
+    const windowMs = this.o.windowMs ?? CONCURRENCY_WINDOW_MS;
     const windowTimer = setInterval(() => this.emit({ type: 'concurrency', step: this.concurrency.endWindow(windowMs) }), windowMs);
     let idleSince: number | null = null;
     try {
       while (!this.stopping) {
         const free = this.concurrency.current - this.running.size;
-        if (free <= 0) { await this.waitForSlot(this.o.pollMs ?? 200); continue; }
+        if (free <= 0) { await this.waitForSlot(this.o.pollMs ?? WORKER_POLL_MS); continue; }
         const claims = await this.o.ledger.claim({ worker: this.id, leaseMs: this.leaseMs, limit: free, kind });
         if (claims.length) this.clockSkew = claims[0].expiresAt - this.leaseMs - Date.now();
         for (const c of claims) this.start(c);
@@ -88,7 +89,7 @@ export class Worker {
             if (s.queueDepth + s.leased > 0) idleSince = null;
             else if (Date.now() - (idleSince ??= Date.now()) >= this.o.exitWhenIdleMs) break;
           }
-          await this.waitForSlot(this.o.pollMs ?? 200);
+          await this.waitForSlot(this.o.pollMs ?? WORKER_POLL_MS);
         } else idleSince = null;
       }
     } finally {
@@ -101,7 +102,7 @@ export class Worker {
   }
 
   /** Graceful stop: no new claims; running items get `graceMs` to finish, then are aborted and released. */
-  stop(graceMs = 10_000): void {
+  stop(graceMs = WORKER_STOP_GRACE_MS): void {
     if (this.stopping) return;
     this.stopping = true;
     this.wake?.();

@@ -3,6 +3,7 @@ import { z } from 'zod';
 import { GatewayService } from '../../rollout/gateway/service.js';
 import { parseListen, startGatewayServer } from '../../rollout/gateway/server.js';
 import { OpenAiCompletionsUpstream } from '../../rollout/gateway/upstream.js';
+import { GATEWAY_BATCH_WINDOW_MS, GATEWAY_MAX_BATCH, GATEWAY_MAX_OUTSTANDING, GATEWAY_MAX_PER_ROLLOUT } from '../../rollout/limits.js';
 import { ledgerOption, withLedger } from './ledger/open.js';
 
 export const gatewaySchema = z.strictObject({
@@ -10,10 +11,10 @@ export const gatewaySchema = z.strictObject({
   listen: z.string().default('127.0.0.1:8470'),
   upstream: z.url(),
   envVersion: z.string().optional(),
-  maxOutstanding: z.coerce.number().int().positive().default(1024),
-  maxPerRollout: z.coerce.number().int().positive().default(256),
-  maxBatch: z.coerce.number().int().positive().default(32),
-  batchWindow: z.coerce.number().int().min(0).default(5),
+  maxOutstanding: z.coerce.number().int().positive().default(GATEWAY_MAX_OUTSTANDING),
+  maxPerRollout: z.coerce.number().int().positive().default(GATEWAY_MAX_PER_ROLLOUT),
+  maxBatch: z.coerce.number().int().positive().default(GATEWAY_MAX_BATCH),
+  batchWindow: z.coerce.number().int().min(0).default(GATEWAY_BATCH_WINDOW_MS),
   json: z.boolean().optional(),
 });
 
@@ -23,10 +24,10 @@ export function register(program: Command): void {
     .option('--listen <addr>', 'HOST:PORT to listen on (port 0 picks one)', '127.0.0.1:8470')
     .requiredOption('--upstream <url>', 'OpenAI-compatible completions server (vLLM, llama.cpp server)')
     .option('--env-version <v>', 'environment version recorded with every result (default: the upstream URL)')
-    .option('--max-outstanding <n>', 'cap on admitted, unanswered requests overall', '1024')
-    .option('--max-per-rollout <n>', 'cap on outstanding requests per rollout', '256')
-    .option('--max-batch <n>', 'largest batch sent upstream', '32')
-    .option('--batch-window <ms>', 'how long the first request of a batch waits for company', '5')
+    .option('--max-outstanding <n>', 'cap on admitted, unanswered requests overall', String(GATEWAY_MAX_OUTSTANDING))
+    .option('--max-per-rollout <n>', 'cap on outstanding requests per rollout', String(GATEWAY_MAX_PER_ROLLOUT))
+    .option('--max-batch <n>', 'largest batch sent upstream', String(GATEWAY_MAX_BATCH))
+    .option('--batch-window <ms>', 'how long the first request of a batch waits for company', String(GATEWAY_BATCH_WINDOW_MS))
     .option('--json', 'print the listening address as JSON'))
     .action(async (raw: unknown) => {
       const opts = gatewaySchema.parse(raw);

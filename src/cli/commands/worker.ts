@@ -3,6 +3,7 @@ import type { Command } from 'commander';
 import { z } from 'zod';
 import { createStageRunner, type StageRunner } from '../../rollout/stage-runner.js';
 import { Worker, type WorkerEvent } from '../../rollout/worker.js';
+import { CONCURRENCY_WINDOW_MS, WORKER_LEASE_MS, WORKER_STOP_GRACE_MS } from '../../rollout/limits.js';
 import { parseDuration } from '../../util/duration.js';
 import { ledgerOption, withLedger } from './ledger/open.js';
 
@@ -20,10 +21,10 @@ export const workerSchema = z.strictObject({
   isolation: z.enum(['process', 'vm']).default('process'),
   gateway: z.url().optional(),
   kind: z.enum(['cpu', 'gpu', 'all']).optional(),
-  lease: duration.default(30_000),
-  grace: duration.default(10_000),
+  lease: duration.default(WORKER_LEASE_MS),
+  grace: duration.default(WORKER_STOP_GRACE_MS),
   exitWhenIdle: duration.optional(),
-  window: duration.default(5000),
+  window: duration.default(CONCURRENCY_WINDOW_MS),
   warmMachine: z.string().min(1).optional(),
   forkPoint: z.string().min(1).optional(),
   smolfile: z.string().min(1).optional(),
@@ -83,10 +84,10 @@ export function register(program: Command): void {
     .option('-s, --smolfile <file>', 'with --isolation vm and no warm machine: the throwaway VM\'s Smolfile')
     .option('--gateway <url>', 'inference gateway for GPU stages (without it only CPU stages are claimed)')
     .option('--kind <kind>', 'claim only cpu or gpu stages, or all')
-    .option('--lease <duration>', 'lease length; renewed every third of it', '30s')
-    .option('--grace <duration>', 'on SIGTERM, how long running items may finish before their leases are released', '10s')
+    .option('--lease <duration>', 'lease length; renewed every third of it', `${WORKER_LEASE_MS / 1000}s`)
+    .option('--grace <duration>', 'on SIGTERM, how long running items may finish before their leases are released', `${WORKER_STOP_GRACE_MS / 1000}s`)
     .option('--exit-when-idle <duration>', 'exit once the queue has been empty this long')
-    .option('--window <duration>', 'measurement window for adaptive concurrency', '5s')
+    .option('--window <duration>', 'measurement window for adaptive concurrency', `${CONCURRENCY_WINDOW_MS / 1000}s`)
     .option('--json', 'print events as JSON lines on stdout'))
     .action(async (raw: unknown) => {
       const opts = workerSchema.parse(raw);

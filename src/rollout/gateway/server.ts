@@ -11,8 +11,7 @@ import type { ChatAnswer } from './chat.js';
 import { notJson, openAiError, fromUpstream, unknownUrl, type OpenAiErrorAnswer } from './openai-errors.js';
 import type { GatewayService } from './service.js';
 import { sseBody } from './sse.js';
-
-const MAX_BODY = 8 * 1024 * 1024;
+import { GATEWAY_KEEP_ALIVE_MS, GATEWAY_MAX_BODY_BYTES } from '../limits.js';
 
 function send(res: http.ServerResponse, status: number, body: unknown, headers: Record<string, string> = {}): void {
   const data = JSON.stringify(body);
@@ -37,7 +36,7 @@ async function readBody(req: http.IncomingMessage): Promise<string | null> {
   let size = 0;
   for await (const c of req) {
     size += (c as Buffer).length;
-    if (size > MAX_BODY) return null;
+    if (size > GATEWAY_MAX_BODY_BYTES) return null;
     chunks.push(c as Buffer);
   }
   return Buffer.concat(chunks).toString('utf8');
@@ -51,7 +50,7 @@ export async function startGatewayServer(svc: GatewayService, blobs: { getText(d
       const url = new URL(req.url ?? '/', 'http://x');
       if (req.method === 'POST' && url.pathname === '/v1/infer') {
         const text = await readBody(req);
-        if (text === null) return send(res, 413, { apiVersion: 'v1', status: 'invalid', error: { message: `body over ${MAX_BODY} bytes` } });
+        if (text === null) return send(res, 413, { apiVersion: 'v1', status: 'invalid', error: { message: `body over ${GATEWAY_MAX_BODY_BYTES} bytes` } });
         let raw: unknown;
         try {
           raw = JSON.parse(text);
@@ -63,7 +62,7 @@ export async function startGatewayServer(svc: GatewayService, blobs: { getText(d
       }
       if (req.method === 'POST' && url.pathname === '/v1/chat/completions') {
         const text = await readBody(req);
-        if (text === null) return sendError(res, openAiError(413, `The request body is over ${MAX_BODY} bytes.`, { code: 'request_too_large' }));
+        if (text === null) return sendError(res, openAiError(413, `The request body is over ${GATEWAY_MAX_BODY_BYTES} bytes.`, { code: 'request_too_large' }));
         let raw: unknown;
         try { raw = JSON.parse(text); } catch { return sendError(res, notJson()); }
         return sendChat(res, await svc.chat.handle(raw, req.headers));
@@ -87,7 +86,7 @@ export async function startGatewayServer(svc: GatewayService, blobs: { getText(d
       else res.destroy();
     });
   });
-  server.keepAliveTimeout = 30_000;
+  server.keepAliveTimeout = GATEWAY_KEEP_ALIVE_MS;
   await new Promise<void>((resolve, reject) => {
     server.once('error', reject);
     server.listen(listen.port, listen.host, () => resolve());

@@ -8,6 +8,7 @@
 import http from 'node:http';
 import https from 'node:https';
 import { GpuError } from '../../errors/index.js';
+import { UPSTREAM_TIMEOUT_MS } from '../limits.js';
 
 export interface Upstream {
   readonly url: string;
@@ -22,7 +23,7 @@ export class OpenAiCompletionsUpstream implements Upstream {
   private readonly target: URL;
   private readonly agent: http.Agent;
 
-  constructor(readonly url: string, private readonly timeoutMs = 120_000) {
+  constructor(readonly url: string, private readonly timeoutMs = UPSTREAM_TIMEOUT_MS) {
     this.target = new URL('/v1/completions', url);
     this.agent = new (this.target.protocol === 'https:' ? https.Agent : http.Agent)({ keepAlive: true });
   }
