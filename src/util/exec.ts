@@ -19,7 +19,8 @@ export interface RunResult { stdout: string; stderr: string; exitCode: number }
 export interface RunOptions {
   cwd?: string;
   env?: Record<string, string | undefined>;
-  input?: string | Buffer;
+  /** Written to stdin, which then closes; a promise keeps stdin open until it settles (a program started ahead waits for its cue). */
+  input?: string | Buffer | Promise<string | Buffer>;
   timeoutMs?: number;
   /** Resolve with the exit code instead of throwing on a non-zero exit. */
   allowFailure?: boolean;
@@ -74,7 +75,7 @@ function collect(file: string, args: readonly string[], opts: RunOptions): Promi
     });
     if (opts.input !== undefined) {
       child.stdin!.on('error', () => undefined); // a program that exits without reading its input is not an error of ours
-      child.stdin!.end(opts.input);
+      void Promise.resolve(opts.input).then((b) => child.stdin!.end(b), () => child.stdin!.end());
     }
   });
 }
