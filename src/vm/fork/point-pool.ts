@@ -96,14 +96,8 @@ export class ForkPointPool {
     while (pool.length < Math.min(this.peak, Math.max(1, os.cpus().length))) {
       const s: Waiting = { p: this.prepare(point).catch(() => null), ready: false };
       pool.push(s);
-      void s.p.then((c) => {
-        s.ready = true;
-        // closed meanwhile: nobody will take it
-        if (c && this.closed) {
-          c.primed?.close();
-          void this.svc.remove(c.id, { force: true }).catch(() => undefined);
-        }
-      });
+      // one still being made at close() is removed there, once made; one taken meanwhile is its taker's
+      void s.p.then(() => { s.ready = true; });
     }
   }
 }
