@@ -105,6 +105,17 @@ export class ArtifactError extends SmolError {
 export class GpuError extends SmolError {
   constructor(message: string, detail: ErrorDetail = {}) { super(message, ExitCode.gpu, detail); }
 }
+/** A CUDA driver call, or the daemon's check in its place, gave a CUresult other than CUDA_SUCCESS: the
+ *  guest gets `cuResult` as that call's status, exactly as the driver would have answered it. */
+export class CudaError extends GpuError {
+  readonly op: string;
+  readonly cuResult: number;
+  constructor(op: string, cuResult: number, detail: ErrorDetail = {}) {
+    super(`${op} failed: CUresult ${cuResult}`, detail);
+    this.op = op;
+    this.cuResult = cuResult;
+  }
+}
 export class LedgerError extends SmolError {
   constructor(message: string, detail: ErrorDetail = {}, code: ExitCodeValue = ExitCode.failure) { super(message, code, detail); }
 }

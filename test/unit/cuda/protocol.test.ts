@@ -1,8 +1,8 @@
 import { describe, expect, it } from 'vitest';
 import fs from 'node:fs';
 import path from 'node:path';
-import { OPS, OP_ROWS, PROTO_HASH, PROTOCOL, decodeHeader, decodeReply, encodeFrame, formatEndpoint, parseEndpoint } from '../../../src/cuda/protocol/index.js';
-import { imageFits } from '../../../src/cuda/daemon/session.js';
+import { ARG_INDEX, ARG_VIEWS, OPS, OP_ROWS, PROTO_HASH, PROTOCOL, decodeHeader, decodeReply, encodeFrame, formatEndpoint, parseEndpoint } from '../../../src/cuda/protocol/index.js';
+import { imageFits } from '../../../src/cuda/daemon/ops/modules.js';
 
 describe('CUDA protocol spec', () => {
   it('op ids are unique and the generated tables mirror the spec', () => {
@@ -18,6 +18,15 @@ describe('CUDA protocol spec', () => {
     expect(Number(/SMOL_MAX_PAYLOAD (\d+)u/.exec(h)![1])).toBe(PROTOCOL.maxPayload);
     expect(Number(PROTO_HASH)).toBe(Number(PROTO_HASH.toString())); // exact as a JS number
     expect(PROTO_HASH < 2n ** 53n).toBe(true);
+  });
+
+  it('each op\'s argument view reads the word the spec puts its name at', () => {
+    const words = Array.from({ length: 16 }, (_, i) => 100 + i);
+    for (const o of OPS) {
+      const view = new ARG_VIEWS[o.name as keyof typeof ARG_VIEWS]().at(words) as unknown as Record<string, number>;
+      expect(o.args.map((a) => view[a]), o.name).toEqual(o.args.map((_, i) => 100 + i));
+      if (o.args.length) expect(ARG_INDEX[o.name as keyof typeof ARG_INDEX], o.name).toEqual(Object.fromEntries(o.args.map((a, i) => [a, i])));
+    }
   });
 
   it('frames are little-endian: length, op, flags, seq, status', () => {
