@@ -105,8 +105,8 @@ export class ArtifactError extends SmolError {
 export class GpuError extends SmolError {
   constructor(message: string, detail: ErrorDetail = {}) { super(message, ExitCode.gpu, detail); }
 }
-/** A CUDA driver call, or the daemon's check in its place, gave a CUresult other than CUDA_SUCCESS: the
- *  guest gets `cuResult` as that call's status, exactly as the driver would have answered it. */
+/** A CUDA driver call, or the daemon's check in its place, gave a CUresult other than CUDA_SUCCESS; the
+ *  session answers the guest's call with `cuResult` as its status. */
 export class CudaError extends GpuError {
   readonly op: string;
   readonly cuResult: number;
