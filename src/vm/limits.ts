@@ -34,6 +34,8 @@ export const SHUTDOWN_CONNECT_MS = 2_000;
 export const QEMU_QUIT_AFTER_GRACE_MS = 2_000;
 /** QMP `quit` on its own (no poweroff first): connect, reply and exit of a QEMU that is not stuck. */
 export const QEMU_QUIT_TIMEOUT_MS = 5_000;
+/** Within a quit, reaching QMP: a QEMU whose QMP does not answer in 2 s is signalled instead. */
+export const QEMU_QUIT_CONNECT_MS = 2_000;
 /** QEMU's SIGTERM → SIGKILL: QEMU shuts down on SIGTERM once its block layer is flushed, which a local disk does within 2 s. */
 export const QEMU_TERM_GRACE_MS = 2_000;
 /** SIGTERM → SIGKILL for a QEMU that already ignored QMP `quit`: it gets one more second, not another full grace. */
@@ -116,6 +118,8 @@ export const STALE_TEMP_MS = 30 * 60_000;
 
 // Host tools
 
+/** `smol doctor` warns below this much free space in the data dir: an image, its ext4 disk and a machine's overlay need a few GiB. */
+export const DATA_DIR_MIN_FREE_BYTES = 2 * 1024 ** 3;
 /** apt-get update/download of the kernel package: a slow mirror takes minutes, five is a dead one. */
 export const APT_TIMEOUT_MS = 300_000;
 /** Reading the host's TSC rate from dmesg or journalctl: both answer in well under a second. */

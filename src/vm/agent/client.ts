@@ -16,7 +16,7 @@ import type { ChannelPort, StreamHandler } from './flow.js';
 import { ForwardedStream } from './forward.js';
 import { quiet } from './guest-errors.js';
 import { decodeError, decodeHello, encodeConfigure, encodeExec, encodeGet, encodeHello, encodePut, type ConfigureRequest, type ExecRequest, type Hello } from './payloads.js';
-import { Capability, FrameType, GUEST_STREAM_BIT, HEADER_LENGTH, HELLO_MAGIC, HOST_WINDOW, MAX_GUEST_STREAMS, MAX_PAYLOAD, OUTBOUND_BUDGET, PROTOCOL_VERSION, PutFlag, ShutdownFlag } from './protocol.js';
+import { Capability, FrameType, GUEST_STREAM_BIT, HEADER_LENGTH, HELLO_MAGIC, HOST_WINDOW, MAX_GUEST_STREAMS, MAX_PAYLOAD, MIN_PEER_PAYLOAD, OUTBOUND_BUDGET, PROTOCOL_VERSION, PutFlag, ShutdownFlag } from './protocol.js';
 import { SimpleHandler } from './simple-handler.js';
 import { AGENT_HELLO_RETRY_CAP_MS, AGENT_HELLO_TIMEOUT_MS } from '../limits.js';
 
@@ -338,7 +338,7 @@ export class AgentClient {
         const h = decodeHello(f.payload);
         if (h.nonce !== this.helloNonce) return; // answers a HELLO we have since resent
         if (h.version !== PROTOCOL_VERSION) throw new ProtocolError(`agent speaks protocol ${h.version}, the host ${PROTOCOL_VERSION}`);
-        if (h.maxPayload < 65536 || h.window === 0) throw new ProtocolError('agent HELLO has unusable limits');
+        if (h.maxPayload < MIN_PEER_PAYLOAD || h.window === 0) throw new ProtocolError('agent HELLO has unusable limits');
         const cb = this.onHello;
         this.onHello = undefined;
         this.hello = h;
