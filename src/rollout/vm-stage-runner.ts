@@ -21,6 +21,7 @@ import { runEphemeral } from '../vm/api/run.js';
 import { stageIsolation, type CpuStage } from './manifest.js';
 import { runStageOnChannel } from './vm-stage-io.js';
 import type { StageOutcome, StageRun, StageRunner } from './stage-runner.js';
+import { STAGE_STDERR_TAIL_CHARS, VM_STAGE_MIN_BOOT_MS, VM_STAGE_STDERR_BYTES, WARM_POINT_WAIT_MS } from './limits.js';
 
 /**
  * For a throwaway machine (clones use runStageOnChannel, which starts no helper process in the guest).
@@ -134,7 +135,7 @@ export class VmStageRunner implements StageRunner {
     const name = stageName();
     const vm = new StageVm(this.o.svc);
     const stdout = new CappedSink(r.stage.limits.maxOutputBytes, () => vm.kill());
-    const stderr = new TailSink(4096);
+    const stderr = new TailSink(VM_STAGE_STDERR_BYTES);
     let timedOut = false;
     let aborted = false;
     const timer = setTimeout(() => { timedOut = true; vm.kill(); }, r.timeoutMs);
@@ -154,7 +155,7 @@ export class VmStageRunner implements StageRunner {
         ? await this.inPointClone(await this.pointFor(source), cmd, vm)
         : perAttempt ? await this.inClone(perAttempt, `${name}-`, cmd, vm, deadline)
         : await runEphemeral(this.o.svc, this.o.spec, req, io, {
-          name, bootTimeoutMs: Math.max(1000, Math.min(r.timeoutMs, this.o.bootTimeoutMs ?? Infinity)), signal: vm.signal,
+          name, bootTimeoutMs: Math.max(VM_STAGE_MIN_BOOT_MS, Math.min(r.timeoutMs, this.o.bootTimeoutMs ?? Infinity)), signal: vm.signal,
         });
       if (stdout.overflowed) return { exitCode: null, signal: 'SIGXFSZ', output: Buffer.alloc(0), stderrTail: `output exceeds ${r.stage.limits.maxOutputBytes} bytes`, timedOut, aborted };
       return { exitCode: res.code, signal: res.signal, output: stdout.contents(), stderrTail: stderr.tail(), timedOut, aborted };
@@ -296,7 +297,7 @@ function checkPoint(svc: MachineService, name: string): string {
 async function ensureWarmPoint(svc: MachineService, machine: string): Promise<string> {
   const name = warmPointName(machine);
   const points = new ForkPointStore(svc.store.db);
-  const deadline = Date.now() + 120_000;
+  const deadline = Date.now() + WARM_POINT_WAIT_MS;
   for (;;) {
     const fp = points.byName(name);
     const rec = svc.store.find(machine);
@@ -314,7 +315,7 @@ async function ensureWarmPoint(svc: MachineService, machine: string): Promise<st
       return name;
     } catch (err) {
       if (!(err instanceof ConflictError) || Date.now() > deadline) {
-        if (err instanceof ConflictError) throw new TimeoutError(`saving fork point "${name}" from "${machine}" did not get its turn within 120s: ${err.message}`, { where: machine });
+        if (err instanceof ConflictError) throw new TimeoutError(`saving fork point "${name}" from "${machine}" did not get its turn within ${WARM_POINT_WAIT_MS / 1000}s: ${err.message}`, { where: machine });
         throw err;
       }
       await new Promise((res) => setTimeout(res, 100 + Math.random() * 200));
@@ -390,5 +391,5 @@ class TailSink extends Writable {
     if (this.buf.length > this.cap) this.buf = this.buf.subarray(this.buf.length - this.cap);
     cb();
   }
-  tail(): string { return this.buf.toString('utf8').trim().split('\n').slice(-5).join('\n').slice(-2000); }
+  tail(): string { return this.buf.toString('utf8').trim().split('\n').slice(-5).join('\n').slice(-STAGE_STDERR_TAIL_CHARS); }
 }

@@ -20,6 +20,7 @@ import { releaseForkPoints } from './fork/cleanup.js';
 import { resumePlanFile } from './boot-files.js';
 import { checkVolumes, volumesOf } from './volumes/spec.js';
 import { removeStage, stopVirtiofsd, virtiofsdFiles, virtiofsdPid } from './volumes/virtiofsd.js';
+import { AGENT_HELLO_TIMEOUT_MS, BOOT_CONNECT_ATTEMPT_MS, CHANNEL_WAIT_MS, DEFAULT_BOOT_TIMEOUT_MS, RESTORE_TIMEOUT_MS, SHUTDOWN_CONNECT_MS, STOP_GRACE_MS } from './limits.js';
 
 export interface ServiceOptions { home: string; store: MachineStore; engine: Engine }
 
@@ -44,7 +45,7 @@ export interface StartOptions {
 
 export interface OpenChannel { ch: GuestChannel; release: () => void }
 
-export const DEFAULT_BOOT_TIMEOUT_MS = Number(process.env.SMOL_BOOT_TIMEOUT_MS ?? 60_000);
+export { DEFAULT_BOOT_TIMEOUT_MS };
 
 export class MachineService {
   readonly home: string;
@@ -159,7 +160,7 @@ export class MachineService {
   /** A machine made from a memory-carrying artifact continues its saved state instead of booting (once; null: boot it). */
   private async resume(rec: MachineRecord, layout: MachineLayout, o: StartOptions): Promise<OpenChannel | null> {
     const { resumeMachine } = await import('./resume.js'); // the artifact code loads only when a plan exists
-    return resumeMachine(this, rec, layout, { timeoutMs: Math.min(o.bootTimeoutMs ?? DEFAULT_BOOT_TIMEOUT_MS, 30_000), onProgress: o.onProgress });
+    return resumeMachine(this, rec, layout, { timeoutMs: Math.min(o.bootTimeoutMs ?? DEFAULT_BOOT_TIMEOUT_MS, RESTORE_TIMEOUT_MS), onProgress: o.onProgress });
   }
 
   private async waitReady(rec: MachineRecord, layout: MachineLayout, pid: number, timeoutMs: number): Promise<GuestChannel> {
@@ -170,7 +171,7 @@ export class MachineService {
         throw new BootError(`boot failed: QEMU exited before machine "${rec.name}" was ready`, { where: rec.name, hint: `Console output:\n${this.engine.consoleTail(layout, 20)}` });
       }
       try {
-        return await this.engine.connect(layout, 0, Math.min(5_000, Math.max(100, deadline - Date.now())));
+        return await this.engine.connect(layout, 0, Math.min(BOOT_CONNECT_ATTEMPT_MS, Math.max(100, deadline - Date.now())));
       } catch (err) {
         lastErr = err;
         await new Promise((r) => setTimeout(r, 50));
@@ -203,7 +204,7 @@ export class MachineService {
     if (rec.state === 'crashed') throw new GuestChannelError(`machine "${rec.name}" has crashed (its QEMU process is gone)`, { hint: `Remove it with: smol machine rm ${rec.name}, or start it again.` });
     if (rec.state !== 'running') throw new ConflictError(`machine "${rec.name}" is not running (state: ${rec.state})`, { hint: `Start it first: smol machine start ${rec.name}` });
     const layout = this.layout(rec);
-    const deadline = Date.now() + 30_000;
+    const deadline = Date.now() + CHANNEL_WAIT_MS;
     for (;;) {
       for (let port = 0; port < AGENT_PORTS; port++) {
         let release: () => void;
@@ -214,7 +215,7 @@ export class MachineService {
           throw err;
         }
         try {
-          const ch = await this.engine.connect(layout, port, 10_000);
+          const ch = await this.engine.connect(layout, port, AGENT_HELLO_TIMEOUT_MS);
           return { rec, ch, release };
         } catch (err) {
           release();
@@ -236,7 +237,7 @@ export class MachineService {
     const unlock = this.store.lock(rec.id, 'stop', rec.name);
     try {
       this.store.update(rec.id, { state: 'stopping' });
-      await this.halt(rec, o.force ? 0 : o.timeoutMs ?? 10_000);
+      await this.halt(rec, o.force ? 0 : o.timeoutMs ?? STOP_GRACE_MS);
       this.store.update(rec.id, { state: 'stopped', pid: null });
       return this.store.get(rec.id);
     } finally {
@@ -261,7 +262,7 @@ export class MachineService {
       let release: (() => void) | undefined;
       try {
         release = this.store.lock(`${rec.id}#p0`, 'shutdown', rec.name);
-        const ch = await this.engine.connect(layout, 0, 2_000);
+        const ch = await this.engine.connect(layout, 0, SHUTDOWN_CONNECT_MS);
         await ch.shutdown().catch(() => undefined);
         ch.close();
       } catch {

@@ -11,13 +11,12 @@ import path from 'node:path';
 import { PrerequisiteError, ValidationError } from '../../errors/index.js';
 import { buildPaths } from '../../util/paths.js';
 import { waitGone } from './process.js';
+import { CONSOLE_SETTLE_MS, DEFAULT_CONSOLE_MAX_BYTES, MIN_CONSOLE_MAX_BYTES } from '../limits.js';
 
 export const CONSOLE_KEEPER = path.join(buildPaths.root, 'smol-conlog');
 /** The fd QEMU finds the pipe on: its command line (args.ts) names it with -add-fd. */
 export const CONSOLE_FD = 3;
-/** Per file: console.log and console.log.1 together hold at most twice this. */
-export const DEFAULT_CONSOLE_MAX_BYTES = 8 << 20;
-const MIN_CONSOLE_MAX_BYTES = 1024;
+export { DEFAULT_CONSOLE_MAX_BYTES };
 
 /** SMOL_CONSOLE_MAX_BYTES, else 8 MiB. */
 export function consoleMaxBytes(env: NodeJS.ProcessEnv = process.env): number {
@@ -48,7 +47,7 @@ export function withConsoleKeeper(o: { consoleLogPath: string; append: boolean; 
  * Once QEMU has exited, waits (at most `timeoutMs`) for its keeper to write the last bytes and go, so a
  * reader of the console's tail sees what the guest printed last (a panic, say).
  */
-export async function consoleSettled(consoleLogPath: string, timeoutMs = 1000): Promise<void> {
+export async function consoleSettled(consoleLogPath: string, timeoutMs = CONSOLE_SETTLE_MS): Promise<void> {
   let pid = 0;
   try { pid = Number(fs.readFileSync(keeperPidFile(consoleLogPath), 'utf8').trim()); } catch { return; }
   if (Number.isInteger(pid) && pid > 1) await waitGone(pid, 'smol-conlog', timeoutMs);

@@ -3,6 +3,7 @@ import { constants } from 'node:fs';
 import { access, open, stat } from 'node:fs/promises';
 import { cachedProbe } from '../../util/probe-cache.js';
 import { run, which } from '../../util/exec.js';
+import { QEMU_PROBE_MS } from '../limits.js';
 
 export const QEMU_SYSTEM = 'qemu-system-x86_64';
 export const QEMU_IMG = 'qemu-img';
@@ -38,7 +39,7 @@ async function probeQemu(): Promise<QemuInstall | null> {
   if (!p) return null;
   const st = await stat(p);
   const version = await cachedProbe('qemu-version', `${p}:${st.size}:${st.mtimeMs}:${st.ino}`, async () => {
-    const r = await run(p, ['--version'], { allowFailure: true, timeoutMs: 10_000 });
+    const r = await run(p, ['--version'], { allowFailure: true, timeoutMs: QEMU_PROBE_MS });
     return /version (\S+)/.exec(r.stdout)?.[1] ?? null;
   });
   return { path: p, version: version ?? 'unknown' };

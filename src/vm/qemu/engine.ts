@@ -23,6 +23,7 @@ import { trace } from '../../util/trace.js';
 import { QmpClient } from './qmp.js';
 import { prepareNetwork } from '../net/index.js';
 import { teardownEgress } from '../net/netns.js';
+import { QEMU_QUIT_AFTER_GRACE_MS, QMP_CONNECT_MS } from '../limits.js';
 
 /** virtiofsd still starting for a machine launched with fsHotplug, by machine dir: plugVolumes waits for it. */
 const fsStarting = new Map<string, Promise<unknown>>();
@@ -109,7 +110,7 @@ export function createQemuEngine(home: string, o: QemuEngineOptions = {}): Engin
       const starting = fsStarting.get(layout.dir);
       fsStarting.delete(layout.dir);
       await starting; // its failure (virtiofsd exited, with its log's tail) is the run's
-      const qmp = await QmpClient.connect(layout.qmpSocket, 5_000);
+      const qmp = await QmpClient.connect(layout.qmpSocket, QMP_CONNECT_MS);
       try {
         await plugSharedFs(qmp, virtiofsdFiles(layout).socket, VIRTIOFS_TAG);
       } finally {
@@ -126,7 +127,7 @@ export function createQemuEngine(home: string, o: QemuEngineOptions = {}): Engin
     async terminate(pid: number, layout: MachineLayout, graceMs: number): Promise<void> {
       const q = await getLauncher();
       if (graceMs > 0) {
-        if (!(await q.waitExit(pid, graceMs))) await q.quit(layout.qmpSocket, pid, 2_000);
+        if (!(await q.waitExit(pid, graceMs))) await q.quit(layout.qmpSocket, pid, QEMU_QUIT_AFTER_GRACE_MS);
       } else {
         await q.kill(pid, 0);
       }

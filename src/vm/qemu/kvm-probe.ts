@@ -9,11 +9,12 @@ import { readFile, stat } from 'node:fs/promises';
 import { cachedProbe } from '../../util/probe-cache.js';
 import { spawn } from '../../util/exec.js';
 import { accelArgs } from './args.js';
+import { KVM_PROBE_TIMEOUT_MS } from '../limits.js';
 
 export interface ProbeResult { ok: boolean; reason?: string; ms?: number }
 
 const FIRST_LINE = 'Linux version';
-export const KVM_PROBE_TIMEOUT_MS = 4_000;
+export { KVM_PROBE_TIMEOUT_MS };
 
 /** Boots `kernel` under `accel` until it prints its banner on the serial port; kills QEMU either way. */
 export async function bootProbe(qemuPath: string, kernel: string, accel: 'kvm' | 'tcg', timeoutMs = KVM_PROBE_TIMEOUT_MS): Promise<ProbeResult> {

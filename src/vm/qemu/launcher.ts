@@ -13,6 +13,7 @@ import { AGENT_VSOCK_PORT } from '../image/init-script.js';
 import { isRunning, waitGone } from './process.js';
 import { CONSOLE_FD, consoleMaxBytes, keeperPidFile, withConsoleKeeper } from './console-keeper.js';
 import type { LaunchResult, LaunchSpec } from './launch-spec.js';
+import { KILLED_EXIT_MS, QEMU_LAUNCH_MS, QEMU_QUIT_CONNECT_MS, QEMU_QUIT_TIMEOUT_MS, QEMU_TERM_GRACE_AFTER_QUIT_MS, QEMU_TERM_GRACE_MS } from '../limits.js';
 
 const UNIX_PATH_MAX = 107;
 
@@ -65,7 +66,7 @@ export class QemuLauncher {
     // with -daemonize the parent exits once the machine is set up, so errors (bad disk, busy socket) surface here
     const qemu = spec.netns ? ['ip', 'netns', 'exec', spec.netns, this.o.qemuPath, ...argv] : [this.o.qemuPath, ...argv];
     const [file, args] = withConsoleKeeper({ consoleLogPath, append: !!spec.appendConsole, maxBytes }, qemu);
-    const r = await run(file, args, { allowFailure: true, timeoutMs: 60_000 });
+    const r = await run(file, args, { allowFailure: true, timeoutMs: QEMU_LAUNCH_MS });
     const fwd = /Could not set up host forwarding rule '([^']*)'/.exec(r.stderr);
     if (r.exitCode !== 0 && fwd) {
       throw new ConflictError(`host port in ${fwd[1]} is already in use (QEMU could not publish it)${spec.name ? ` for machine "${spec.name}"` : ''}`, { where: spec.name, hint: 'Pick another host port with -p, or stop what listens there.' });
@@ -87,12 +88,12 @@ export class QemuLauncher {
   }
 
   /** SIGTERM, then SIGKILL after graceMs; resolves when the process is gone. */
-  async kill(pid: number, graceMs = 2000): Promise<void> {
+  async kill(pid: number, graceMs = QEMU_TERM_GRACE_MS): Promise<void> {
     if (!this.isAlive(pid)) return;
     try { process.kill(pid, 'SIGTERM'); } catch { return; }
     if (await waitGone(pid, 'qemu-system', graceMs)) return;
     try { process.kill(pid, 'SIGKILL'); } catch { return; }
-    await waitGone(pid, 'qemu-system', 5000);
+    await waitGone(pid, 'qemu-system', KILLED_EXIT_MS);
   }
 
   /** Resolves true when the process exited within timeoutMs. */
@@ -101,16 +102,16 @@ export class QemuLauncher {
   }
 
   /** Ask QEMU to quit over QMP, then wait for the process to go, and signal it if it does not. */
-  async quit(qmpPath: string, pid: number, timeoutMs = 5000): Promise<void> {
+  async quit(qmpPath: string, pid: number, timeoutMs = QEMU_QUIT_TIMEOUT_MS): Promise<void> {
     if (!this.isAlive(pid)) return;
     const start = Date.now();
     try {
-      const qmp = await QmpClient.connect(qmpPath, Math.min(2000, timeoutMs));
+      const qmp = await QmpClient.connect(qmpPath, Math.min(QEMU_QUIT_CONNECT_MS, timeoutMs));
       // QEMU may close the socket before or after replying; either way it is on its way out
       await qmp.execute('quit', undefined, timeoutMs).catch(() => undefined);
       qmp.close();
     } catch { /* no QMP: fall through to signals */ }
     if (await this.waitExit(pid, Math.max(100, timeoutMs - (Date.now() - start)))) return;
-    await this.kill(pid, 1000);
+    await this.kill(pid, QEMU_TERM_GRACE_AFTER_QUIT_MS);
   }
 }

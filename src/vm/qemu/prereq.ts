@@ -16,12 +16,12 @@ import { findQemu, kvmUsable, vhostVsockAvailable } from './detect.js';
 import { kvmBoots, type ProbeResult } from './kvm-probe.js';
 import { FSGUARD, VIRTIOFSD } from '../volumes/virtiofsd.js';
 import { CONSOLE_KEEPER } from './console-keeper.js';
+import { DATA_DIR_MIN_FREE_BYTES } from '../limits.js';
 
 export type CheckStatus = 'ok' | 'warn' | 'missing';
 export interface Check { name: string; status: CheckStatus; required: boolean; detail: string; fix?: string }
 
 const apt = (pkgs: string) => `sudo apt-get install ${pkgs} (or run \`npm run setup\`)`;
-const MIN_FREE = 2 * 1024 ** 3;
 
 /** Host tools smol runs, by Debian package. */
 const TOOLS: { bin: string; pkg: string; why: string }[] = [
@@ -119,7 +119,7 @@ async function dataDirCheck(home: string): Promise<Check> {
     const s = await statfs(home);
     const free = s.bavail * s.bsize;
     const gib = (free / 1024 ** 3).toFixed(1);
-    return free < MIN_FREE
+    return free < DATA_DIR_MIN_FREE_BYTES
       ? { name: 'data dir', status: 'warn', required: false, detail: `${home}: only ${gib} GiB free`, fix: 'free space or set SMOL_HOME to a larger disk' }
       : { name: 'data dir', status: 'ok', required: true, detail: `${home} (${gib} GiB free)` };
   } catch (e) {

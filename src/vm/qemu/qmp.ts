@@ -5,6 +5,7 @@
 import { EventEmitter } from 'node:events';
 import net from 'node:net';
 import { GuestChannelError, TimeoutError } from '../../errors/index.js';
+import { QMP_COMMAND_MS, QMP_CONNECT_MS, QMP_GREETING_MIN_MS } from '../limits.js';
 
 export interface QmpEvent { event: string; data?: Record<string, unknown>; timestamp?: { seconds: number; microseconds: number } }
 
@@ -36,7 +37,7 @@ export class QmpClient extends EventEmitter {
 
   /** Connect, read the greeting and leave capabilities negotiation mode. Retries until the socket exists. */
   /** `alive`: whether the QEMU behind the socket still runs; without it a refused connect is retried until the timeout. */
-  static async connect(socketPath: string, timeoutMs = 5000, alive?: () => boolean): Promise<QmpClient> {
+  static async connect(socketPath: string, timeoutMs = QMP_CONNECT_MS, alive?: () => boolean): Promise<QmpClient> {
     const deadline = Date.now() + timeoutMs;
     for (;;) {
       try {
@@ -46,7 +47,7 @@ export class QmpClient extends EventEmitter {
           s.once('error', reject);
         });
         const c = new QmpClient(sock);
-        const greeting = await c.waitGreeting(Math.max(500, deadline - Date.now()));
+        const greeting = await c.waitGreeting(Math.max(QMP_GREETING_MIN_MS, deadline - Date.now()));
         c.version = (greeting as { QMP?: { version?: { qemu?: QmpClient['version'] } } }).QMP?.version?.qemu;
         await c.execute('qmp_capabilities');
         return c;
@@ -73,7 +74,7 @@ export class QmpClient extends EventEmitter {
   }
 
   /** Run a command and resolve with its `return` value; QMP errors reject with QmpError. */
-  execute<T = unknown>(cmd: string, args?: Record<string, unknown>, timeoutMs = 30_000): Promise<T> {
+  execute<T = unknown>(cmd: string, args?: Record<string, unknown>, timeoutMs = QMP_COMMAND_MS): Promise<T> {
     if (this.closed) return Promise.reject(new GuestChannelError(`QMP ${cmd} failed: connection closed`));
     const id = String(this.nextId++);
     return new Promise<T>((resolve, reject) => {
@@ -88,7 +89,7 @@ export class QmpClient extends EventEmitter {
   }
 
   /** Resolve with the next event named `name` (optionally matching `pred`). */
-  waitEvent(name: string, timeoutMs = 30_000, pred: (e: QmpEvent) => boolean = () => true): Promise<QmpEvent> {
+  waitEvent(name: string, timeoutMs = QMP_COMMAND_MS, pred: (e: QmpEvent) => boolean = () => true): Promise<QmpEvent> {
     return new Promise((resolve, reject) => {
       const on = (e: QmpEvent) => { if (e.event === name && pred(e)) { cleanup(); resolve(e); } };
       const t = setTimeout(() => { cleanup(); reject(new TimeoutError(`no QMP ${name} event within ${timeoutMs} ms`)); }, timeoutMs);
