@@ -1,7 +1,7 @@
 /**
  * Machine lifecycle: create, start, stop, remove, list. Every transition takes the machine's lock and
- * records state in the registry before and after touching processes, so an interrupted smol leaves a
- * record that reconciliation (reconcile.ts) can read truthfully.
+ * records state in the machine database (store/) before and after touching processes, so an interrupted
+ * smol leaves a record that reconciliation (reconcile.ts) can read truthfully.
  */
 import crypto from 'node:crypto';
 import fs from 'node:fs';
