@@ -7,7 +7,7 @@ export type { CloneOutcome } from '../fork/clone.js';
 /** A fork point: a machine's memory and disk saved under a name (`smol snapshot save`). */
 export { saveForkPoint, type SaveResult } from '../fork/save.js';
 /** Clones from a saved fork point (ForkPointPool below keeps some started ahead). */
-export { forkFromPoint, type FromPointOptions, type FromPointResult } from '../fork/from-point.js';
+export { forkFromPoint, type FromPointOptions, type FromPointResult, type PreparedClone } from '../fork/from-point.js';
 /**
  * Clones of fork points kept waiting with their QEMU up, for a program that starts one clone per job (a rollout
  * worker): `take` one, `start` it, `release` it when the job is done (removed in the background); `close` at exit.
