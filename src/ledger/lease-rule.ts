@@ -17,7 +17,7 @@ export type AttemptEnd =
   | { why: 'expired' }
   | { why: 'failed'; error: string; retryable?: boolean }
   /** `started: false`: the worker never ran it (a prefetched claim at shutdown). */
-  | { why: 'released'; reason: string; started?: boolean };
+  | { why: 'released'; reason: string; started?: boolean; infra?: boolean };
 
 /** What the backend writes, in this order: the attempt row, the item row, then the events. */
 export interface Settlement {
@@ -67,7 +67,7 @@ export function settle(c: AttemptCount, end: AttemptEnd, now: number): Settlemen
         : { attempt, item: { to: 'dead', lastError: end.error }, events: [{ kind: 'dead', detail: end.error }] };
     }
     case 'released': {
-      const events = [{ kind: 'released' as const, detail: end.reason }];
+      const events = [{ kind: end.infra ? 'infra_failure' as const : 'released' as const, detail: end.reason }];
       if (end.started === false) return { attempt: 'drop', item: { to: 'unclaimed', runAfter: now }, events };
       const attempt = { outcome: 'released' as const, error: end.reason };
       return last

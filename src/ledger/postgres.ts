@@ -247,12 +247,12 @@ export class PostgresLedger implements Ledger {
     });
   }
 
-  async release(lease: LeaseRef & { started?: boolean }, reason: string): Promise<boolean> {
+  async release(lease: LeaseRef & { started?: boolean; infra?: boolean }, reason: string): Promise<boolean> {
     return this.tx(async (c) => {
       const now = await this.clock(c);
       const s = await this.live(c, now, lease);
       if (!s) return false;
-      await this.apply(c, now, lease.itemId, s, settle(attemptCount(s), { why: 'released', reason, started: lease.started }, now));
+      await this.apply(c, now, lease.itemId, s, settle(attemptCount(s), { why: 'released', reason, started: lease.started, infra: lease.infra }, now));
       return true;
     });
   }

@@ -295,12 +295,12 @@ export class SqliteLedger implements Ledger {
     });
   }
 
-  async release(lease: LeaseRef & { started?: boolean }, reason: string): Promise<boolean> {
+  async release(lease: LeaseRef & { started?: boolean; infra?: boolean }, reason: string): Promise<boolean> {
     return this.tx.write('releasing lease', () => {
       const now = this.clock();
       const s = this.live(now, lease);
       if (!s) return false;
-      this.apply(now, lease.itemId, s, settle(attemptCount(s), { why: 'released', reason, started: lease.started }, now));
+      this.apply(now, lease.itemId, s, settle(attemptCount(s), { why: 'released', reason, started: lease.started, infra: lease.infra }, now));
       return true;
     });
   }

@@ -44,7 +44,7 @@ export function statsFrom(c: StatsCounts): LedgerStats {
     now: c.now, queueDepth: c.counts.queued, leased: c.counts.leased, done: c.counts.done, dead: c.counts.dead, canceled: c.counts.canceled,
     queueAgeP50Ms: c.queueAgeP50Ms, queueAgeP99Ms: c.queueAgeP99Ms, attempts, itemsAttempted: attempted,
     retryRate: attempts === 0 ? 0 : (attempts - attempted) / attempts,
-    leaseExpiries: ev.lease_expired ?? 0, staleRejections: ev.stale_rejected ?? 0,
+    leaseExpiries: ev.lease_expired ?? 0, staleRejections: ev.stale_rejected ?? 0, infraFailures: ev.infra_failure ?? 0,
     results: c.results, resultsPerSec: c.recentResults / (RATE_WINDOW_MS / 1000), trajectories: c.trajectories,
     trajectoriesPerGpuHour: c.gpuHours > 0 ? c.trajectories / c.gpuHours : null,
     inference: { requests: Number(inf?.n ?? 0), done: Number(inf?.d ?? 0), shed: Number(inf?.s ?? 0), meanBatchSize: inf?.b === null || inf?.b === undefined ? null : Number(inf.b) },

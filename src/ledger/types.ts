@@ -130,7 +130,8 @@ export interface InferenceOutcome {
   error: string | null;
 }
 
-export type EventKind = 'stale_rejected' | 'lease_expired' | 'retry' | 'dead' | 'canceled' | 'released' | 'deadline';
+/** `infra_failure`: a worker released a lease because it could not reach a blob, the ledger or the gateway. */
+export type EventKind = 'stale_rejected' | 'lease_expired' | 'retry' | 'dead' | 'canceled' | 'released' | 'deadline' | 'infra_failure';
 
 export interface LedgerStats {
   now: number;
@@ -146,6 +147,8 @@ export interface LedgerStats {
   retryRate: number;
   leaseExpiries: number;
   staleRejections: number;
+  /** Leases given back because the worker could not read or write a blob or reach the gateway (not the item's fault). */
+  infraFailures: number;
   results: number;
   resultsPerSec: number;
   trajectories: number;
@@ -177,8 +180,11 @@ export interface Ledger {
   /** Several completions in one transaction (each checked on its own token); results in request order. */
   completeMany(reqs: CompleteRequest[]): Promise<CompleteResult[]>;
   fail(req: FailRequest): Promise<FailResult>;
-  /** Gives a lease back (graceful shutdown). The attempt stays counted unless `started` is false. */
-  release(lease: LeaseRef & { started?: boolean }, reason: string): Promise<boolean>;
+  /**
+   * Gives a lease back (graceful shutdown). The attempt stays counted unless `started` is false. `infra`:
+   * the worker could not do the work (blob store, gateway), recorded as an `infra_failure` event instead.
+   */
+  release(lease: LeaseRef & { started?: boolean; infra?: boolean }, reason: string): Promise<boolean>;
   /** Reclaims expired leases now (claim also does this). Returns how many were reclaimed. */
   reclaimExpired(): Promise<number>;
   getItem(id: number): Promise<WorkItem | null>;

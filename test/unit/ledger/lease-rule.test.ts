@@ -56,6 +56,12 @@ describe('settle: what ending an attempt does', () => {
       item: { to: 'unclaimed', runAfter: now },
       events: [{ kind: 'released', detail: 'stopping' }],
     }],
+    ['a worker\'s infrastructure failure gives the attempt back and is recorded as such, not as the item\'s failure', at(3),
+      { why: 'released', reason: 'cannot read blob', started: false, infra: true }, {
+        attempt: 'drop',
+        item: { to: 'unclaimed', runAfter: now },
+        events: [{ kind: 'infra_failure', detail: 'cannot read blob' }],
+      }],
     ['an attempt past max_attempts (a lowered limit) counts as the last', at(5), { why: 'expired' }, {
       attempt: { outcome: 'expired', error: 'lease expired on attempt 5' },
       item: { to: 'dead', lastError: 'lease expired on attempt 5' },
