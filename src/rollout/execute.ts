@@ -39,7 +39,7 @@ export async function execute(ctx: ExecContext, m: Manifest, c: Claim, signal: A
 async function runCpu(ctx: ExecContext, stage: CpuStage, c: Claim, budget: number, signal: AbortSignal): Promise<Execution> {
   const workDir = fs.mkdtempSync(path.join(os.tmpdir(), `smol-item-${c.item.id}-`));
   try {
-    const inputPath = ctx.blobs.fileOf(c.item.inputRef);
+    const inputPath = await ctx.blobs.fileOf(c.item.inputRef);
     const out = await ctx.runner.run({
       stage, inputPath, workDir, timeoutMs: budget, signal,
       env: {
@@ -54,7 +54,7 @@ async function runCpu(ctx: ExecContext, stage: CpuStage, c: Claim, budget: numbe
       const how = out.signal ? `killed by ${out.signal}` : `exit ${out.exitCode}`;
       return { ok: false, error: `${stage.command[0]} failed (${how})${out.stderrTail ? `: ${out.stderrTail}` : ''}`, retryable: true };
     }
-    return { ok: true, outputRef: ctx.blobs.put(out.output) };
+    return { ok: true, outputRef: await ctx.blobs.put(out.output) };
   } finally {
     fs.rmSync(workDir, { recursive: true, force: true });
   }
@@ -65,14 +65,14 @@ async function runGpu(ctx: ExecContext, stage: GpuStage, c: Claim, budget: numbe
   const until = Date.now() + budget;
   const req = {
     apiVersion: 'v1' as const, requestId: `${c.item.id}#${c.attempt}`, rolloutId: c.item.rolloutId, idempotencyKey: c.item.idempotencyKey,
-    model: stage.model, promptVersion: stage.promptVersion, input: { ref: c.item.inputRef, text: ctx.blobs.getText(c.item.inputRef) },
+    model: stage.model, promptVersion: stage.promptVersion, input: { ref: c.item.inputRef, text: await ctx.blobs.getText(c.item.inputRef) },
     params: stage.params, deadline: until,
   };
   for (;;) {
     if (signal.aborted) return { ok: false, aborted: true };
     try {
       const res = await infer(ctx.gateway, req, AbortSignal.any([signal, AbortSignal.timeout(Math.max(1, until - Date.now()))]));
-      return { ok: true, outputRef: ctx.blobs.put(res.output.text) };
+      return { ok: true, outputRef: await ctx.blobs.put(res.output.text) };
     } catch (err) {
       if (signal.aborted) return { ok: false, aborted: true };
       // overload: wait as told and try again within this attempt's budget, rather than burning an attempt

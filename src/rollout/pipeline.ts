@@ -46,7 +46,7 @@ Promise<{ next?: NewItem[]; trajectory?: { rolloutId: string; sampleId: string; 
     apiVersion: 'smol/v1', kind: 'Trajectory', rolloutId: item.rolloutId, sampleId: item.sampleId,
     environmentVersion: item.envVersion, steps, final: outputRef,
   };
-  return { trajectory: { rolloutId: item.rolloutId, sampleId: item.sampleId, ref: blobs.put(JSON.stringify(trajectory)) } };
+  return { trajectory: { rolloutId: item.rolloutId, sampleId: item.sampleId, ref: await blobs.put(JSON.stringify(trajectory)) } };
 }
 
 /** Manifests are immutable, so a process caches them by rollout for its lifetime. */

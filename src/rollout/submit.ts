@@ -40,7 +40,7 @@ export async function submitRollout(ledger: Ledger, blobs: BlobStore, text: stri
   const deadlineAt = m.defaults.deadline ? now + m.defaults.deadline : null;
   const rollout = { id: m.name, envVersion: m.environment.version };
   const samples = samplesOf(m);
-  const inputRefs = blobs.putMany(samples.map((s) => s.text)); // small inputs share one commit
+  const inputRefs = await blobs.putMany(samples.map((s) => s.text)); // small inputs share one commit
   const items = samples.map((s, i) => itemFor(rollout, m, {
     stageIndex: 0, sampleId: s.id, inputRef: inputRefs[i], inputVersion: digest.slice(0, 19), deadlineAt,
   }));

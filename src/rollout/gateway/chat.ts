@@ -99,7 +99,7 @@ export class ChatCompletions {
     const stored = await this.d.ledger.getInference(r.key);
     if (stored?.status === 'done') {
       if (stored.requestHash !== r.hash) return { error: this.reused(r.key) };
-      return { completion: JSON.parse(this.d.blobs.getText(stored.outputRef!)) as Record<string, unknown>, replayed: true };
+      return { completion: JSON.parse(await this.d.blobs.getText(stored.outputRef!)) as Record<string, unknown>, replayed: true };
     }
     const wait = this.d.admission.tryAdmit(r.rolloutId);
     if (wait !== null) {
@@ -121,9 +121,10 @@ export class ChatCompletions {
   private async run({ key, requestId, rolloutId, hash, model, request }: RunArgs): Promise<Completed> {
     const { ledger, blobs, upstream, envVersion } = this.d;
     const { messages: _m, ...params } = request;
+    const inputRef = await blobs.put(canonical(request));
     await ledger.beginInference([{
       idempotencyKey: key, requestId, rolloutId, requestHash: hash, model, modelVersion: '-', promptVersion: 'chat.completions',
-      inputRef: blobs.put(canonical(request)), params: canonical(params),
+      inputRef, params: canonical(params),
     }]);
     const finish = (o: { status: 'done' | 'failed'; outputRef?: string; upstreamMs?: number; error?: string }) => ledger.finishInference([{
       idempotencyKey: key, status: o.status, outputRef: o.outputRef ?? null, envVersion, batchId: null, batchSize: 1, upstreamMs: o.upstreamMs ?? null, error: o.error ?? null,
@@ -152,11 +153,11 @@ export class ChatCompletions {
     }
     // system_fingerprint is OpenAI's "backend configuration" field: the environment version when the upstream gives none
     completion = { ...completion, object: 'chat.completion', id: completion.id ?? requestId, created: completion.created ?? Math.floor(Date.now() / 1000), system_fingerprint: completion.system_fingerprint ?? envVersion };
-    const outputRef = blobs.put(JSON.stringify(completion));
+    const outputRef = await blobs.put(JSON.stringify(completion));
     await finish({ status: 'done', outputRef, upstreamMs });
     // another gateway on the same ledger may have finished this key first: its answer is the one on record
     const rec: InferenceRecord | null = await ledger.getInference(key);
-    if (rec?.outputRef && rec.outputRef !== outputRef) return { completion: JSON.parse(blobs.getText(rec.outputRef)) as Record<string, unknown> };
+    if (rec?.outputRef && rec.outputRef !== outputRef) return { completion: JSON.parse(await blobs.getText(rec.outputRef)) as Record<string, unknown> };
     return { completion };
   }
 }

@@ -61,7 +61,7 @@ export class GatewayService {
     const joined = this.inflight.get(req.idempotencyKey);
     if (joined) return joined;
     const stored = await this.o.ledger.getInference(req.idempotencyKey);
-    if (stored?.status === 'done') return this.replay(req, stored, hash);
+    if (stored?.status === 'done') return await this.replay(req, stored, hash);
     if (req.deadline <= Date.now()) {
       this.counters.shed++;
       return { status: 504, body: { apiVersion: 'v1', requestId: req.requestId, status: 'deadline_exceeded', error: { message: 'deadline passed before admission' } } };
@@ -82,7 +82,7 @@ export class GatewayService {
     return p;
   }
 
-  private replay(req: InferRequestBody, r: InferenceRecord, hash: string): Answer {
+  private async replay(req: InferRequestBody, r: InferenceRecord, hash: string): Promise<Answer> {
     if (r.requestHash !== hash) {
       return { status: 409, body: { apiVersion: 'v1', requestId: req.requestId, status: 'conflict', error: { message: `idempotency key ${req.idempotencyKey} was used for a different request` } } };
     }
@@ -91,7 +91,7 @@ export class GatewayService {
       status: 200,
       body: {
         apiVersion: 'v1', requestId: req.requestId, idempotencyKey: req.idempotencyKey, status: 'ok', replayed: true,
-        output: { ref: r.outputRef, text: this.o.blobs.getText(r.outputRef!) },
+        output: { ref: r.outputRef, text: await this.o.blobs.getText(r.outputRef!) },
         timing: { queuedMs: 0, upstreamMs: r.upstreamMs ?? 0, totalMs: 0, batchSize: r.batchSize ?? 1 },
         model: { name: r.model, version: r.modelVersion }, environmentVersion: r.envVersion,
       },
@@ -108,7 +108,7 @@ export class GatewayService {
     });
     try {
       // one commit for the batch's small blobs, in place before the ledger names them
-      const inputRefs = this.o.blobs.putMany(items.map((p) => p.req.input.text));
+      const inputRefs = await this.o.blobs.putMany(items.map((p) => p.req.input.text));
       const rows: NewInference[] = items.map((p, i) => ({
         idempotencyKey: p.req.idempotencyKey, requestId: p.req.requestId, rolloutId: p.req.rolloutId, requestHash: p.hash, model: p.req.model.name,
         modelVersion: p.req.model.version, promptVersion: p.req.promptVersion, inputRef: inputRefs[i], params: canonical(p.req.params),
@@ -124,7 +124,7 @@ export class GatewayService {
       const t0 = performance.now();
       const texts = await this.o.upstream.complete(first.model.name, live.map((p) => p.req.input.text), first.params);
       const upstreamMs = performance.now() - t0;
-      const refs = this.o.blobs.putMany(texts);
+      const refs = await this.o.blobs.putMany(texts);
       // durable before acknowledged: the ledger commit happens before any response is written
       await this.o.ledger.finishInference(live.map((p, i) => outcome(p, { status: 'done', outputRef: refs[i], upstreamMs })));
       this.counters.batches++;

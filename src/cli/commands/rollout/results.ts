@@ -20,10 +20,10 @@ export function register(parent: Command): void {
       const rows = await withLedger(opts.ledger, async (l) => {
         if (!(await l.ledger.getRollout(id))) throw new NotFoundError(`rollout ${id} not found`, { hint: 'List rollouts with `smol rollout ls`.' });
         const results = (await l.ledger.results({ rolloutId: id })).filter((r) => !opts.stage || r.stage === opts.stage);
-        return results.map((r) => {
-          const text = l.blobs.getText(r.outputRef);
+        return (await Promise.all(results.map(async (r) => {
+          const text = await l.blobs.getText(r.outputRef);
           return { sampleId: r.sampleId, stage: r.stage, attempt: r.attempt, outputRef: r.outputRef, output: text.length <= INLINE_MAX ? text : null };
-        }).sort((a, b) => a.sampleId.localeCompare(b.sampleId) || a.stage.localeCompare(b.stage));
+        }))).sort((a, b) => a.sampleId.localeCompare(b.sampleId) || a.stage.localeCompare(b.stage));
       });
       if (opts.json) return printJson(rows);
       printTable(['sample', 'stage', 'attempt', 'output'], rows.map((r) => [r.sampleId, r.stage, r.attempt, r.output === null ? r.outputRef : r.output.trim().split('\n')[0].slice(0, 120)]));
