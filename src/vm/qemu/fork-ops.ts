@@ -3,6 +3,7 @@
  * device state only, clones mapping the file copy-on-write and loading the state with `-incoming defer`.
  */
 import { once } from 'node:events';
+import { pipeline } from 'node:stream/promises';
 import fs from 'node:fs';
 import net from 'node:net';
 import path from 'node:path';
@@ -12,7 +13,7 @@ import { findQemu } from './detect.js';
 import { QmpClient } from './qmp.js';
 import { strayQemuPid, type MachineLayout } from '../layout.js';
 import { dieAt } from '../fork/faults.js';
-import { sparseCopy } from '../fork/sparse-copy.js';
+import { armSparseCopy } from '../fork/sparse-copy.js';
 import type { CaptureRequest, CaptureResult, ForkOps, Inspection, MemoryMode, PrimedRestore, VmIdentity } from '../fork/types.js';
 
 /** The default 32 MiB/s cap would make even a device-state-only save slow; the file is local. */
@@ -22,7 +23,6 @@ const ROOT_DEVICE = 'root';
 interface BlockInfo { device: string; inserted?: { file: string; image: { 'virtual-size': number } } }
 interface MigrateInfo { status?: string; 'error-desc'?: string }
 
-const shq = (s: string) => `'${s.replace(/'/g, `'\\''`)}'`;
 const now = () => performance.now();
 
 export function createQemuForkOps(getLauncher: () => Promise<QemuLauncher>): ForkOps {
@@ -61,18 +61,29 @@ export function createQemuForkOps(getLauncher: () => Promise<QemuLauncher>): For
     },
 
     async capture(layout: MachineLayout, req: CaptureRequest): Promise<CaptureResult> {
-      const qmp = await QmpClient.connect(layout.qmpSocket, 5_000);
+      // the copier is started before the pause: spawning from node costs more than the copy's own start
+      const copy = req.memCopy ? armSparseCopy(layout.memFile, req.memCopy) : null;
+      let sink: StateSink | undefined;
+      let qmp: QmpClient | undefined;
       const steps: Record<string, number> = {};
       try {
+        qmp = await QmpClient.connect(layout.qmpSocket, 5_000);
         await qmp.execute('migrate-set-capabilities', { capabilities: [{ capability: 'x-ignore-shared', state: true }] });
         await qmp.execute('migrate-set-parameters', { 'max-bandwidth': MAX_BANDWIDTH });
         const root = (await qmp.execute<BlockInfo[]>('query-block')).find((b) => b.device === ROOT_DEVICE)?.inserted;
         const frozenDisk = req.nextDisk && root ? root.file : null;
+        sink = await receiveState(path.join(layout.runDir, 'save.sock'), req.stateFile);
         const t0 = now();
         await qmp.execute('stop');
         steps.stop = now() - t0;
         let resumed = false;
         try {
+          // The vCPUs are stopped and `stop` drained the disks' requests, so nothing writes guest RAM until
+          // `cont`: the parent then resumes into the shared file, and the clones get a copy of it as it is now.
+          // The copy runs beside the disk snapshot and the device-state save, which touch no guest RAM.
+          const tc = now();
+          const copied = copy?.start().then(() => { steps.memCopy = now() - tc; });
+          copied?.catch(() => undefined); // awaited below, after the save
           if (req.nextDisk && frozenDisk) {
             const t = now();
             // mode existing: the new overlay names the frozen file as its backing already (qemu-img create -u)
@@ -82,15 +93,13 @@ export function createQemuForkOps(getLauncher: () => Promise<QemuLauncher>): For
             steps.snapshot = now() - t;
           }
           const t = now();
-          await qmp.execute('migrate', { uri: `exec:cat > ${shq(req.stateFile)}` });
-          if (req.memCopy) {
-            // the parent resumes into the shared file, so the clones get a copy of it as it is now; the vCPUs
-            // are stopped, so this overlaps with QEMU writing the device state
-            await sparseCopy(layout.memFile, req.memCopy);
-            steps.memCopy = now() - t;
-          }
+          // into a socket smol listens on, not `exec:cat`: that forks QEMU (its guest RAM and code cache
+          // mapped) and starts a shell and cat, all inside the pause and beside the copy on the same cores
+          await qmp.execute('migrate', { uri: `unix:${sink.path}` });
           await waitMigration(qmp, 60_000, 'saving the device state');
+          await sink.written;
           steps.save = now() - t;
+          await copied;
         } catch (err) {
           await qmp.execute('cont').then(() => { resumed = true; }, () => undefined);
           throw err;
@@ -102,7 +111,9 @@ export function createQemuForkOps(getLauncher: () => Promise<QemuLauncher>): For
         }
         return { frozenDisk, pausedMs: now() - t0, stateBytes: fs.statSync(req.stateFile).size, steps };
       } finally {
-        qmp.close();
+        copy?.cancel();
+        sink?.close();
+        qmp?.close();
       }
     },
 
@@ -210,6 +221,30 @@ async function sendFile(sock: string, file: string): Promise<void> {
   }
   conn.on('error', () => undefined);
   conn.end(data);
+}
+
+interface StateSink {
+  /** The socket QEMU's migration connects to. */
+  path: string;
+  /** Settles once the stream QEMU sent is in the file and QEMU has hung up. */
+  written: Promise<void>;
+  close(): void;
+}
+
+/** Listens on `sock` for one migration stream and writes it to `file` (tens of KB of device state). */
+async function receiveState(sock: string, file: string): Promise<StateSink> {
+  fs.rmSync(sock, { force: true });
+  const server = net.createServer();
+  const written = new Promise<void>((resolve, reject) => {
+    server.once('connection', (conn) => {
+      server.close(); // one stream: nobody else gets to write the state
+      pipeline(conn, fs.createWriteStream(file)).then(resolve, reject);
+    });
+  });
+  written.catch(() => undefined); // awaited only after the migration completed
+  server.listen(sock);
+  await once(server, 'listening');
+  return { path: sock, written, close: () => { server.close(); fs.rmSync(sock, { force: true }); } };
 }
 
 async function waitMigration(qmp: QmpClient, timeoutMs: number, what: string): Promise<void> {

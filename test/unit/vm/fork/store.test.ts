@@ -7,7 +7,7 @@ import { openMachineDb } from '../../../../src/vm/store/db.js';
 import { ForkPointStore } from '../../../../src/vm/store/fork-points.js';
 import { MachineStore } from '../../../../src/vm/store/machines.js';
 import { releaseForkPoints } from '../../../../src/vm/fork/cleanup.js';
-import { sparseCopy } from '../../../../src/vm/fork/sparse-copy.js';
+import { armSparseCopy, sparseCopy } from '../../../../src/vm/fork/sparse-copy.js';
 
 let dir: string;
 let store: MachineStore;
@@ -77,5 +77,28 @@ describe('sparse copy of a memory file', () => {
     expect(written).toBeLessThanOrEqual(3 * 65536);
     expect(fs.statSync(dst).mode & 0o777).toBe(0o600);
     expect(fs.statSync(dst).blocks * 512).toBeLessThan(1 << 20);
+  });
+
+  it('armed ahead, copies the file as it is at the cue, and nothing when cancelled', async () => {
+    const src = path.join(dir, 'src.mem');
+    const dst = path.join(dir, 'dst.mem');
+    const fd = fs.openSync(src, 'w');
+    fs.ftruncateSync(fd, 8 << 20);
+    fs.writeSync(fd, Buffer.from('before'), 0, 6, 1 << 20);
+    const armed = armSparseCopy(src, dst);
+    await new Promise((r) => setTimeout(r, 100)); // the copier is waiting by now
+    expect(fs.existsSync(dst)).toBe(false);
+    fs.writeSync(fd, Buffer.from('at cue'), 0, 6, 1 << 20);
+    fs.closeSync(fd);
+    await armed.start();
+    expect(fs.readFileSync(dst).equals(fs.readFileSync(src))).toBe(true);
+    expect(fs.statSync(dst).mode & 0o777).toBe(0o600);
+    expect(fs.statSync(dst).blocks * 512).toBeLessThan(1 << 20);
+
+    const other = path.join(dir, 'other.mem');
+    const cancelled = armSparseCopy(src, other);
+    cancelled.cancel();
+    await new Promise((r) => setTimeout(r, 100));
+    expect(fs.existsSync(other)).toBe(false);
   });
 });
