@@ -2,6 +2,7 @@
 import crypto from 'node:crypto';
 import fs from 'node:fs';
 import { mapFsError } from '../../errors/index.js';
+import { trace } from '../../util/trace.js';
 import type { GuestChannel } from '../engine.js';
 import { createOverlayFile } from '../qemu/img.js';
 import type { MachineRecord } from '../store/machines.js';
@@ -125,6 +126,7 @@ export async function startClone(svc: MachineService, ops: ForkOps, j: CloneJob 
       else await ops.restore(layout, j.stateFile, j.restoreTimeoutMs);
       dieAt(`after-restore:${j.index}`);
       out.runningMs = performance.now() - j.pausedAt;
+      trace(`clone ${j.index}: state loaded`);
       ch = await connecting;
       // no VMGENID in the guest kernel: every clone starts with the parent's RNG state until reseeded here
       out.released = await identifyAndRelease(ch, { hostname: rec.name, machineId: crypto.randomBytes(16).toString('hex'), entropy: crypto.randomBytes(64), timeMs: Date.now() }, j.env);
@@ -140,6 +142,7 @@ export async function startClone(svc: MachineService, ops: ForkOps, j: CloneJob 
       }
     }
     out.readyMs = performance.now() - j.pausedAt;
+    trace(`clone ${j.index}: configured`);
     svc.store.update(rec.id, { state: 'running', booted: true, lastError: null, ownerPid: null });
     out.ok = true;
     return out;

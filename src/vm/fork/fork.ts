@@ -10,6 +10,7 @@ import { AGENT_PORTS } from '../layout.js';
 import { ForkPointStore, type ForkPointRecord } from '../store/fork-points.js';
 import { newMachineId, type MachineRecord } from '../store/machines.js';
 import { refuseSecretRam } from '../secrets.js';
+import { trace } from '../../util/trace.js';
 import type { MachineService } from '../service.js';
 import { claimForkDir } from './abandoned.js';
 import { capChain } from './chain.js';
@@ -20,6 +21,7 @@ import { identifyAndRelease, waitForReady } from './guest.js';
 import { assertCompatible } from './identity.js';
 import { cloneEnv, cloneNames, parentEnv } from './plan.js';
 import { discardSpare, discardTakenSpare, startSpare, takeSpare, type Spare } from './spare.js';
+import type { PrimedRestore } from './types.js';
 
 export interface ForkOptions {
   count?: number;
@@ -72,6 +74,7 @@ export async function forkMachine(svc: MachineService, nameOrId: string, o: Fork
   let forkId = newMachineId();
   let nextDisk = '';
   let spare: Spare | null = null;
+  let primed: (PrimedRestore | undefined)[] = [];
   try {
     const layout = svc.layout(parent);
     const insp = await ops.inspect(layout);
@@ -132,9 +135,13 @@ export async function forkMachine(svc: MachineService, nameOrId: string, o: Fork
     if (!pre.some((c) => c.ok)) {
       throw new ForkError(`fork of "${parent.name}" failed: no clone could be started (${pre[0]?.error ?? 'unknown error'}); the parent was not paused`, { where: parent.name });
     }
+    // each waiting clone's QMP connection set up now, not after the pause (a clone that fails it restores unprimed
+    // and reports the failure there)
+    primed = await Promise.all(jobs.map((j, i) => (pre[i].ok ? ops.primeRestore?.(svc.layout(j.rec), j.restoreTimeoutMs).catch(() => undefined) : undefined)));
     dieAt('before-pause');
     o.onProgress?.(`forking ${parent.name}`);
     const pausedAt = performance.now();
+    trace('fork: pausing the parent');
     let moved = false;
     const cap = await ops.capture(layout, {
       stateFile: path.join(dir, 'state'), nextDisk, memCopy: shared && !o.hold ? memFile : null, hold: !!o.hold,
@@ -143,6 +150,7 @@ export async function forkMachine(svc: MachineService, nameOrId: string, o: Fork
       if (!moved) fs.rmSync(nextDisk, { force: true });
       throw err;
     });
+    trace('fork: parent resumed');
     if (cap.frozenDisk !== insp.diskFile) {
       // cannot happen under the fork lock; the clones would sit on the wrong backing file
       throw new ForkError(`fork of "${parent.name}" failed: its disk changed from ${insp.diskFile} to ${cap.frozenDisk} during the fork`, { where: parent.name });
@@ -152,7 +160,8 @@ export async function forkMachine(svc: MachineService, nameOrId: string, o: Fork
     }, clones.map((c) => c.rec.id));
     fs.rmSync(forkOwnerFile(svc.home, forkId), { force: true }); // recorded: no longer the sweep's
     const parentRelease = o.hold ? Promise.resolve(0) : identifyAndRelease(pch, null, parentEnv(parent.name, forkId, names.length)).catch(() => 0);
-    const outcomes = await Promise.all(jobs.map((j, i) => startClone(svc, ops, { ...j, stateFile: fp!.stateFile, pausedAt }, pre[i])));
+    const outcomes = await Promise.all(jobs.map((j, i) => startClone(svc, ops, { ...j, stateFile: fp!.stateFile, pausedAt, primed: primed[i] }, pre[i])));
+    trace('fork: clones ready');
     const parentReleased = await parentRelease;
     await discardFailed(svc, clones, outcomes);
     if (!outcomes.some((c) => c.ok)) {
@@ -180,6 +189,7 @@ export async function forkMachine(svc: MachineService, nameOrId: string, o: Fork
     if (!fp) removeUnrecordedFork(svc.home, forkId);
     throw err;
   } finally {
+    for (const p of primed) p?.close(); // a restore closes its own; these are the ones that never ran
     parentCh?.ch.close();
     parentCh?.release();
     for (const c of clones) c.unlock();
