@@ -8,7 +8,7 @@ import os from 'node:os';
 import path from 'node:path';
 import type { BlobStore } from '../ledger/blobs.js';
 import type { Claim } from '../ledger/types.js';
-import { GatewayError, infer } from './gateway-client.js';
+import { GatewayError, GatewayTrustError, infer, type GatewayEndpoint } from './gateway-client.js';
 import { GATEWAY_DOWN_RETRY_MS, GATEWAY_RETRY_AFTER_MS } from './limits.js';
 import type { CpuStage, GpuStage, Manifest } from './manifest.js';
 import type { StageRunner } from './stage-runner.js';
@@ -18,7 +18,7 @@ export type Execution = { ok: true; outputRef: string } | { ok: false; error: st
 export interface ExecContext {
   blobs: BlobStore;
   runner: StageRunner;
-  gateway?: string;
+  gateway?: string | GatewayEndpoint;
   /** Milliseconds on the ledger clock; used only to turn the item's deadline into a budget. */
   now: () => number;
 }
@@ -81,11 +81,12 @@ async function runGpu(ctx: ExecContext, stage: GpuStage, c: Claim, budget: numbe
         continue;
       }
       // gateway down or restarting (connection refused/reset): not the item's fault, so wait within this attempt
-      if (!(err instanceof GatewayError) && Date.now() + GATEWAY_DOWN_RETRY_MS < until) {
+      if (!(err instanceof GatewayError) && !(err instanceof GatewayTrustError) && Date.now() + GATEWAY_DOWN_RETRY_MS < until) {
         await sleep(GATEWAY_DOWN_RETRY_MS, signal);
         continue;
       }
-      const retryable = !(err instanceof GatewayError) || err.status >= 500 || err.status === 429;
+      // a refused token is this worker's fault, not the item's: another worker may finish it
+      const retryable = !(err instanceof GatewayError) || err.status >= 500 || err.status === 429 || err.status === 401 || err.status === 403;
       return { ok: false, error: `inference failed: ${(err as Error).message}`, retryable };
     }
   }

@@ -8,6 +8,7 @@ import type { BlobStore } from '../ledger/blobs.js';
 import type { Claim, Ledger, StageKind } from '../ledger/types.js';
 import { AdaptiveConcurrency, type ConcurrencyStep } from './concurrency.js';
 import { execute } from './execute.js';
+import type { GatewayEndpoint } from './gateway-client.js';
 import { CONCURRENCY_WINDOW_MS, WORKER_LEASE_MS, WORKER_POLL_MS, WORKER_STOP_GRACE_MS } from './limits.js';
 import { stageIsolation } from './manifest.js';
 import { advance, ManifestCache } from './pipeline.js';
@@ -27,7 +28,7 @@ export interface WorkerOptions {
   ledger: Ledger;
   blobs: BlobStore;
   runner: StageRunner;
-  gateway?: string;
+  gateway?: string | GatewayEndpoint;
   id?: string;
   concurrency: number;
   adaptive?: boolean;

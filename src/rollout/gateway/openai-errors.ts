@@ -52,3 +52,19 @@ export function fromUpstream(status: number, text: string, upstreamUrl: string):
   if (status >= 400 && status < 500) return openAiError(status, message, { param: str(e.param), code: str(e.code), retry: false });
   return openAiError(502, `upstream ${upstreamUrl} answered ${status}: ${message}`, { code: 'upstream_error' });
 }
+
+/**
+ * OpenAI's 401 for a request without a valid bearer token, with RFC 6750's `WWW-Authenticate`. The token
+ * sent is never echoed back (OpenAI shows part of it; a gateway log or proxy should not see even that).
+ */
+export function unauthorized(why: 'missing' | 'wrong'): OpenAiErrorAnswer {
+  const realm = 'Bearer realm="smol gateway"';
+  if (why === 'missing') {
+    return openAiError(401, 'You didn\'t provide an API key. Send the gateway token in an Authorization header using Bearer auth (i.e. Authorization: Bearer YOUR_TOKEN); smol workers read it from $SMOL_GATEWAY_TOKEN or --gateway-token-file.', {
+      code: 'missing_api_key', headers: { 'www-authenticate': realm },
+    });
+  }
+  return openAiError(401, 'Incorrect API key provided: the token is not in this gateway\'s --token-file.', {
+    code: 'invalid_api_key', headers: { 'www-authenticate': `${realm}, error="invalid_token"` },
+  });
+}
