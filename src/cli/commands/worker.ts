@@ -3,6 +3,7 @@ import type { Command } from 'commander';
 import { z } from 'zod';
 import { createStageRunner, type StageRunner } from '../../rollout/stage-runner.js';
 import { Worker, type WorkerEvent } from '../../rollout/worker.js';
+import { gatewayEndpoint } from '../../rollout/gateway-client.js';
 import { CONCURRENCY_WINDOW_MS, WORKER_LEASE_MS, WORKER_STOP_GRACE_MS } from '../../rollout/limits.js';
 import { parseDuration } from '../../util/duration.js';
 import { ledgerOption, withLedger } from './ledger/open.js';
@@ -20,6 +21,8 @@ export const workerSchema = z.strictObject({
   adaptive: z.boolean().optional(),
   isolation: z.enum(['process', 'vm']).default('process'),
   gateway: z.url().optional(),
+  gatewayTokenFile: z.string().min(1).optional(),
+  gatewayCa: z.string().min(1).optional(),
   kind: z.enum(['cpu', 'gpu', 'all']).optional(),
   lease: duration.default(WORKER_LEASE_MS),
   grace: duration.default(WORKER_STOP_GRACE_MS),
@@ -83,6 +86,8 @@ export function register(program: Command): void {
     .option('--fork-point <point>', 'with --isolation vm: clone each attempt\'s VM from this saved fork point (smol snapshot ls)')
     .option('-s, --smolfile <file>', 'with --isolation vm and no warm machine: the throwaway VM\'s Smolfile')
     .option('--gateway <url>', 'inference gateway for GPU stages (without it only CPU stages are claimed)')
+    .option('--gateway-token-file <file>', 'the gateway\'s bearer token (first line that is not a # comment); else $SMOL_GATEWAY_TOKEN')
+    .option('--gateway-ca <file>', 'PEM CA to trust for an https gateway with a private certificate')
     .option('--kind <kind>', 'claim only cpu or gpu stages, or all')
     .option('--lease <duration>', 'lease length; renewed every third of it', `${WORKER_LEASE_MS / 1000}s`)
     .option('--grace <duration>', 'on SIGTERM, how long running items may finish before their leases are released', `${WORKER_STOP_GRACE_MS / 1000}s`)
@@ -91,11 +96,13 @@ export function register(program: Command): void {
     .option('--json', 'print events as JSON lines on stdout'))
     .action(async (raw: unknown) => {
       const opts = workerSchema.parse(raw);
+      // read before anything starts, so a missing token file or CA is one clear error
+      const gateway = opts.gateway ? gatewayEndpoint({ url: opts.gateway, tokenFile: opts.gatewayTokenFile, caFile: opts.gatewayCa }) : undefined;
       const runner = await createStageRunner(opts.isolation, opts.isolation === 'vm' ? await vmStageRunner(opts) : undefined);
       await withLedger(opts.ledger, async (l) => {
         const adaptive = opts.concurrency === undefined ? true : opts.adaptive ?? false;
         const worker = new Worker({
-          ledger: l.ledger, blobs: l.blobs, runner, gateway: opts.gateway, concurrency: opts.concurrency ?? os.availableParallelism() * 2, adaptive,
+          ledger: l.ledger, blobs: l.blobs, runner, gateway, concurrency: opts.concurrency ?? os.availableParallelism() * 2, adaptive,
           leaseMs: opts.lease, windowMs: opts.window, exitWhenIdleMs: opts.exitWhenIdle, faults: faultsFromEnv(),
           kind: opts.kind === 'all' ? undefined : opts.kind,
           onEvent: (e) => {
