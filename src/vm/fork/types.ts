@@ -53,6 +53,11 @@ export interface ForkOps {
   identity(memoryMiB: number): Promise<VmIdentity>;
   /** Pause, freeze the disk, save the device state, copy the template, resume (unless hold). */
   capture(layout: MachineLayout, req: CaptureRequest): Promise<CaptureResult>;
+  /**
+   * capture() in two halves: what needs no pause (the control connection, the copier, the state's socket) now,
+   * beside a fork's other preparations; the pause itself when take() is called.
+   */
+  prepareCapture?(layout: MachineLayout, req: CaptureRequest): Promise<PreparedCapture>;
   /** Runs a machine that a fork killed in its pause left stopped (cancelling its save); false if it was running. */
   resumeAbandoned(layout: MachineLayout): Promise<boolean>;
   /** Load a state into a clone started with `-incoming defer` and run it. */
@@ -67,6 +72,12 @@ export interface ForkOps {
    * named as its chain names them); the active overlay then sits on `base`. Nothing else may read them.
    */
   commitLayers(layout: MachineLayout, top: string, base: string): Promise<void>;
+}
+
+/** A capture ready but for the pause: take() once, or close() to give it up. */
+export interface PreparedCapture {
+  take(): Promise<CaptureResult>;
+  close(): void;
 }
 
 /** A clone's restore, ready but for the state: restore() once, or close() to give it up. */
