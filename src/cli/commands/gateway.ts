@@ -1,5 +1,7 @@
+import { createSecureContext } from 'node:tls';
 import type { Command } from 'commander';
 import { z } from 'zod';
+import { ValidationError } from '../../errors/index.js';
 import { GatewayService } from '../../rollout/gateway/service.js';
 import { isLoopback as isLoopbackHost, listenProblem, parseListen, startGatewayServer, type GatewayServer } from '../../rollout/gateway/server.js';
 import { TokenSet, watchTokens } from '../../rollout/gateway/tokens.js';
@@ -26,7 +28,14 @@ export const gatewaySchema = z.strictObject({
 
 function readTls(o: { tlsCert?: string; tlsKey?: string }): { cert: string; key: string } | undefined {
   if (!o.tlsCert || !o.tlsKey) return undefined;
-  return { cert: readPem(o.tlsCert, '--tls-cert'), key: readPem(o.tlsKey, '--tls-key', 'PRIVATE KEY') };
+  const pair = { cert: readPem(o.tlsCert, '--tls-cert'), key: readPem(o.tlsKey, '--tls-key', 'PRIVATE KEY') };
+  try {
+    // what node:https would throw later, said now with the files named: a key of another certificate, say
+    createSecureContext(pair);
+  } catch (err) {
+    throw new ValidationError(`--tls-cert ${o.tlsCert} and --tls-key ${o.tlsKey} cannot be used together: ${(err as Error).message}`, [{ path: 'tlsKey', message: (err as Error).message }], { where: '--tls-key' });
+  }
+  return pair;
 }
 
 /** On SIGHUP the certificate is read again too (renewed certificates), for new connections only. */

@@ -39,7 +39,7 @@ export function readTokenFile(file: string, what: string): string[] {
     text = readCapped(file, TOKEN_FILE_MAX_BYTES);
   } catch (err) {
     const code = (err as NodeJS.ErrnoException).code;
-    throw new UserError(`cannot read the token file ${file}${code ? ` (${code})` : ''}: ${(err as Error).message}`, { where: what, hint: 'Name a readable file with one token per line.', cause: err }, code === 'ENOENT' ? ExitCode.notFound : ExitCode.usage);
+    throw new UserError(`cannot read the token file ${file}: ${code ?? (err as Error).message}`, { where: what, hint: 'Name a readable file with one token per line.', cause: err }, code === 'ENOENT' ? ExitCode.notFound : ExitCode.usage);
   }
   if (text === null) throw invalid(`the token file ${file} is over ${sizeLabel(TOKEN_FILE_MAX_BYTES)}`, { where: what });
   return parseTokens(text, file);
