@@ -16,3 +16,15 @@ export const INVARIANTS: Invariant[] = [
   { check: 'attempt rows match attempt counters', sql: `SELECT i.id FROM items i JOIN attempts a ON a.item_id = i.id GROUP BY i.id HAVING max(a.attempt) != max(i.attempt) ${L}`, detail: (r) => `item ${String(r.id)}` },
   { check: 'dead items say why', sql: `SELECT id FROM items WHERE status = 'dead' AND last_error IS NULL ${L}`, detail: (r) => `item ${String(r.id)}` },
 ];
+
+/**
+ * Every blob digest the ledger names, once each, with one place that names it (`ledger check` reports a
+ * missing or corrupt blob by where it is used, and counts the store's other blobs as orphans).
+ */
+export const BLOB_REFS_SQL = `SELECT ref, min(what) AS what FROM (
+    SELECT output_ref AS ref, 'result ' || idem_key AS what FROM results
+    UNION ALL SELECT ref, 'trajectory ' || rollout_id || '/' || sample_id FROM trajectories
+    UNION ALL SELECT input_ref, 'input of ' || idem_key FROM items
+    UNION ALL SELECT input_ref, 'input of inference ' || idem_key FROM inference_requests
+    UNION ALL SELECT output_ref, 'output of inference ' || idem_key FROM inference_requests WHERE output_ref IS NOT NULL
+  ) AS refs GROUP BY ref ORDER BY ref`;

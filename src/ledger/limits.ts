@@ -30,3 +30,19 @@ export const WAL_BEHIND_FRAMES = 4000;
 export const CHECKPOINT_INTERVAL_MS = 50;
 /** After a checkpoint resets the WAL, the file is truncated back to this size (64 MiB) instead of keeping its peak. */
 export const WAL_SIZE_LIMIT_BYTES = 64 * 1024 * 1024;
+
+/**
+ * A PostgreSQL blob is stored as rows of at most this many bytes (blob_chunks): a reader or writer holds one
+ * chunk per round trip, never a whole trajectory, and a row stays far below bytea's 1 GB limit and TOAST's sweet spot.
+ */
+export const BLOB_CHUNK_BYTES = 1024 * 1024;
+/** Chunks fetched per query on read: 8 MiB in flight at most, few round trips for a large blob. */
+export const PG_BLOB_CHUNKS_PER_READ = 8;
+/**
+ * The largest blob smol writes or reads (SMOL_BLOB_MAX_BYTES overrides): enforced while streaming, so a
+ * corrupt or hostile row cannot make a reader allocate without bound. 256 MiB holds any trajectory we have
+ * seen many times over and stays below V8's ~512 MiB string limit for getText().
+ */
+export const BLOB_MAX_BYTES = 256 * 1024 * 1024;
+/** Digests per existence query (`ledger check`, `migrate-blobs`): one round trip each. */
+export const PG_BLOB_LOOKUP_BATCH = 1000;

@@ -1,14 +1,23 @@
-/** Opens the ledger a command or service should use: --ledger PATH|URL, then $SMOL_LEDGER, then $SMOL_HOME/ledger.db. */
+/**
+ * Opens the ledger a command or service should use (--ledger PATH|URL, then $SMOL_LEDGER, then
+ * $SMOL_HOME/ledger.db) and its blob store: files beside a SQLite ledger, rows of a PostgreSQL ledger (so
+ * a worker on another host, with another home, reads the same blobs), or a directory named by $SMOL_BLOBS.
+ */
 import fs from 'node:fs';
 import path from 'node:path';
 import { smolHome } from '../util/paths.js';
-import { BlobStore } from './blobs.js';
+import type { BlobStore } from './blobs.js';
+import { FileBlobStore } from './file-blobs.js';
+import { blobMaxBytes } from './blob-common.js';
 import { LedgerLocationError } from './errors.js';
 import { SqliteLedger } from './sqlite.js';
 import type { Ledger } from './types.js';
 
 export interface LedgerLocation {
   ledger: string;
+  /** Which blob store: 'postgres' (a PostgreSQL ledger's default) or 'files' (SQLite's, or $SMOL_BLOBS=DIR). */
+  blobStore: 'files' | 'postgres';
+  /** The file store's directory; for the PostgreSQL store, the local cache fileOf() streams blobs into. */
   blobs: string;
   backend: 'sqlite' | 'postgres';
   /** 'full' (SMOL_LEDGER_SYNC=full): commits and blobs survive power loss; 'normal': they survive process crashes. */
@@ -19,12 +28,21 @@ export function isPostgresUrl(s: string): boolean {
   return /^postgres(ql)?:\/\//.test(s);
 }
 
+/** A postgres:// URL fit for messages: the password replaced by ***. */
+export const redactUrl = (url: string): string => url.replace(/:[^:@/]*@/, ':***@');
+
 export function resolveLedger(explicit?: string, env: NodeJS.ProcessEnv = process.env): LedgerLocation {
   const ledger = explicit || env.SMOL_LEDGER || path.join(smolHome(env), 'ledger.db');
   const sync = env.SMOL_LEDGER_SYNC === 'full' ? 'full' : 'normal';
-  if (isPostgresUrl(ledger)) return { ledger, backend: 'postgres', sync, blobs: env.SMOL_BLOBS || path.join(smolHome(env), 'blobs') };
+  const named = env.SMOL_BLOBS || undefined;
+  if (isPostgresUrl(ledger)) {
+    // $SMOL_BLOBS=DIR keeps a directory every host mounts (how blobs were shared before they lived in PostgreSQL)
+    if (named && named !== 'postgres') return { ledger, backend: 'postgres', sync, blobStore: 'files', blobs: path.resolve(named) };
+    return { ledger, backend: 'postgres', sync, blobStore: 'postgres', blobs: path.join(smolHome(env), 'cache', 'blobs') };
+  }
   const file = path.resolve(ledger);
-  return { ledger: file, backend: 'sqlite', sync, blobs: env.SMOL_BLOBS || path.join(path.dirname(file), 'blobs') };
+  if (named === 'postgres') throw new LedgerLocationError('SMOL_BLOBS=postgres needs a PostgreSQL ledger', { where: '$SMOL_BLOBS', hint: 'Unset SMOL_BLOBS (a SQLite ledger keeps its blobs beside it) or point --ledger at a postgres:// URL.' });
+  return { ledger: file, backend: 'sqlite', sync, blobStore: 'files', blobs: named ? path.resolve(named) : path.join(path.dirname(file), 'blobs') };
 }
 
 export interface OpenLedger { ledger: Ledger; blobs: BlobStore; location: LedgerLocation }
@@ -105,14 +123,18 @@ function openSqlite(location: LedgerLocation): Ledger {
 
 export async function openLedger(explicit?: string, env: NodeJS.ProcessEnv = process.env): Promise<OpenLedger> {
   const location = resolveLedger(explicit, env);
-  let ledger: Ledger;
+  const maxBytes = blobMaxBytes(env);
   if (location.backend === 'postgres') {
     // loaded lazily so SQLite users never load pg
     const { PostgresLedger } = await import('./postgres.js');
-    ledger = await PostgresLedger.connect({ url: location.ledger });
-  } else {
-    ledger = openSqlite(location);
+    const ledger = await PostgresLedger.connect({ url: location.ledger });
+    if (location.blobStore === 'postgres') {
+      const { PostgresBlobStore } = await import('./postgres-blobs.js');
+      return { ledger, blobs: new PostgresBlobStore(ledger.pool, { where: redactUrl(location.ledger), cacheDir: location.blobs, maxBytes }), location };
+    }
+    // small blobs as rows need one host (WAL): a directory shared across hosts keeps every blob a file
+    return { ledger, blobs: new FileBlobStore(location.blobs, location.sync === 'full', { inline: false, maxBytes }), location };
   }
-  // small blobs as rows need one host (WAL); a PostgreSQL ledger's workers may share the directory across hosts
-  return { ledger, blobs: new BlobStore(location.blobs, location.sync === 'full', { inline: location.backend === 'sqlite' }), location };
+  const ledger = openSqlite(location);
+  return { ledger, blobs: new FileBlobStore(location.blobs, location.sync === 'full', { maxBytes }), location };
 }

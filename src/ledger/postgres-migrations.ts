@@ -42,4 +42,13 @@ export const postgresMigrations: readonly string[] = [
   CREATE TABLE events (id BIGSERIAL PRIMARY KEY, at BIGINT NOT NULL, kind TEXT NOT NULL, item_id BIGINT, rollout_id TEXT, detail TEXT);
   CREATE INDEX events_kind ON events(kind, at);
   `,
+  // 2: blobs, so every host that reaches the ledger reaches its payloads. A blob's row and all its chunks are
+  // written in one transaction, before any ledger row names the digest; chunks are bytea rows of at most
+  // BLOB_CHUNK_BYTES (limits.ts), so neither side of a read or write holds more than a chunk per round trip.
+  // bytea rows rather than large objects: plain tables work on managed PostgreSQL, in logical replication
+  // and in pg_dump without --large-objects, and need no lo_unlink to avoid leaks.
+  `
+  CREATE TABLE blobs (digest TEXT PRIMARY KEY CHECK (digest ~ '^sha256:[0-9a-f]{64}$'), size BIGINT NOT NULL CHECK (size >= 0), chunks INTEGER NOT NULL CHECK (chunks >= 0), created_at BIGINT NOT NULL);
+  CREATE TABLE blob_chunks (digest TEXT NOT NULL REFERENCES blobs(digest) ON DELETE CASCADE, seq INTEGER NOT NULL CHECK (seq >= 0), data BYTEA NOT NULL, PRIMARY KEY (digest, seq));
+  `,
 ];

@@ -1,10 +1,10 @@
 /** Read side of the PostgreSQL ledger; mirrors sqlite-reads.ts query for query. */
 import type pg from 'pg';
-import { INVARIANTS } from './invariants.js';
+import { BLOB_REFS_SQL, INVARIANTS } from './invariants.js';
 import { RATE_WINDOW_MS } from './limits.js';
 import { percentileIndex, rowToAttempt, rowToInference, rowToItem, rowToResult, rowToRollout, rowToTiming, rowToTrajectory } from './rows.js';
 import { countsByStatus, statsFrom } from './stats.js';
-import type { AttemptTiming, CheckIssue, InferenceRecord, LedgerStats, ResultRecord, RolloutSummary, TrajectoryRecord, WorkItem } from './types.js';
+import type { AttemptTiming, BlobRef, CheckIssue, InferenceRecord, LedgerStats, ResultRecord, RolloutSummary, TrajectoryRecord, WorkItem } from './types.js';
 
 type Row = Record<string, unknown>;
 const R = '($1::text IS NULL OR rollout_id = $1)';
@@ -84,6 +84,10 @@ export class PostgresReads {
   async attemptTimings(rolloutId?: string): Promise<AttemptTiming[]> {
     return (await this.all(`SELECT i.stage, i.stage_index, i.kind, a.outcome, a.started_at, a.ended_at FROM attempts a JOIN items i ON i.id = a.item_id
       WHERE ($1::text IS NULL OR i.rollout_id = $1) ORDER BY a.started_at, a.item_id, a.attempt`, [rolloutId ?? null])).map(rowToTiming);
+  }
+
+  async blobRefs(): Promise<BlobRef[]> {
+    return (await this.all(BLOB_REFS_SQL)).map((r) => ({ ref: String(r.ref), what: String(r.what) }));
   }
 
   async check(): Promise<CheckIssue[]> {

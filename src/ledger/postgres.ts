@@ -11,7 +11,7 @@ import { attemptCount, DEADLINE_MISSED, holdsLease, rejectReason, settle, type S
 import { PG_INSERT_CHUNK, PG_POOL_MAX, PG_TX_RETRIES, RECLAIM_BATCH } from './limits.js';
 import { ITEM_COLUMNS, itemValues, rowToItem } from './rows.js';
 import type {
-  AttemptTiming, CheckIssue, Claim, ClaimOptions, CompleteRequest, CompleteResult, EventKind, FailRequest, FailResult, InferenceOutcome,
+  AttemptTiming, BlobRef, CheckIssue, Claim, ClaimOptions, CompleteRequest, CompleteResult, EventKind, FailRequest, FailResult, InferenceOutcome,
   InferenceRecord, Ledger, LeaseRef, LedgerStats, NewInference, NewItem, RejectReason, RenewResult, ResultRecord, RolloutRecord,
   RolloutSummary, TrajectoryRecord, WorkItem,
 } from './types.js';
@@ -291,6 +291,7 @@ export class PostgresLedger implements Ledger {
   async stats(rolloutId?: string): Promise<LedgerStats> { return this.reads.stats(rolloutId, await this.now()); }
   async attemptTimings(rolloutId?: string): Promise<AttemptTiming[]> { return this.reads.attemptTimings(rolloutId); }
   async check(): Promise<CheckIssue[]> { return this.reads.check(); }
+  async blobRefs(): Promise<BlobRef[]> { return this.reads.blobRefs(); }
   prepareWrites(): void {}
   async close(): Promise<void> { await this.pool.end(); }
 }

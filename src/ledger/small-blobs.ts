@@ -20,6 +20,7 @@ export class SmallBlobs {
   private readonly tx: TxRunner;
   private readonly ins: Database.Statement;
   private readonly sel: Database.Statement;
+  private readonly all: Database.Statement;
 
   constructor(dir: string, durable: boolean) {
     this.db = new Database(path.join(dir, 'small.db'), { timeout: 0 });
@@ -32,6 +33,7 @@ export class SmallBlobs {
     this.tx.write('creating the small-blob store', () => this.db.exec('CREATE TABLE IF NOT EXISTS blobs (digest TEXT PRIMARY KEY, data BLOB NOT NULL) STRICT, WITHOUT ROWID'));
     this.ins = this.db.prepare('INSERT OR IGNORE INTO blobs (digest, data) VALUES (?, ?)');
     this.sel = this.db.prepare('SELECT data FROM blobs WHERE digest = ?').pluck();
+    this.all = this.db.prepare('SELECT digest FROM blobs ORDER BY digest').pluck();
   }
 
   /** Stores every (digest, bytes) pair in one commit. */
@@ -44,6 +46,11 @@ export class SmallBlobs {
 
   get(digest: string): Buffer | null {
     return (this.tx.retry('reading a blob', () => this.sel.get(digest)) as Buffer | undefined) ?? null;
+  }
+
+  /** Every digest held (`ledger check --blobs` orphans, `migrate-blobs`). */
+  digests(): string[] {
+    return this.tx.retry('listing blobs', () => this.all.all()) as string[];
   }
 
   close(): void {

@@ -4,11 +4,11 @@
  */
 import type Database from 'better-sqlite3';
 import type { TxRunner } from './sqlite-tx.js';
-import { INVARIANTS } from './invariants.js';
+import { BLOB_REFS_SQL, INVARIANTS } from './invariants.js';
 import { RATE_WINDOW_MS } from './limits.js';
 import { percentileIndex, rowToAttempt, rowToInference, rowToItem, rowToResult, rowToRollout, rowToTiming, rowToTrajectory } from './rows.js';
 import { countsByStatus, statsFrom } from './stats.js';
-import type { AttemptTiming, CheckIssue, InferenceRecord, LedgerStats, ResultRecord, RolloutSummary, TrajectoryRecord, WorkItem } from './types.js';
+import type { AttemptTiming, BlobRef, CheckIssue, InferenceRecord, LedgerStats, ResultRecord, RolloutSummary, TrajectoryRecord, WorkItem } from './types.js';
 
 type Row = Record<string, unknown>;
 
@@ -95,6 +95,10 @@ export class SqliteReads {
   attemptTimings(rolloutId?: string): AttemptTiming[] {
     return this.all(`SELECT i.stage, i.stage_index, i.kind, a.outcome, a.started_at, a.ended_at FROM attempts a JOIN items i ON i.id = a.item_id
       WHERE (@rid IS NULL OR i.rollout_id = @rid) ORDER BY a.started_at, a.item_id, a.attempt`, { rid: rolloutId ?? null }).map(rowToTiming);
+  }
+
+  blobRefs(): BlobRef[] {
+    return this.all(BLOB_REFS_SQL).map((r) => ({ ref: String(r.ref), what: String(r.what) }));
   }
 
   check(): CheckIssue[] {

@@ -14,7 +14,7 @@ import {
 } from './limits.js';
 import { ITEM_COLUMNS, itemValues, rowToItem } from './rows.js';
 import type {
-  AttemptTiming, CheckIssue, Claim, ClaimOptions, CompleteRequest, CompleteResult, EventKind, FailRequest, FailResult, InferenceOutcome,
+  AttemptTiming, BlobRef, CheckIssue, Claim, ClaimOptions, CompleteRequest, CompleteResult, EventKind, FailRequest, FailResult, InferenceOutcome,
   InferenceRecord, Ledger, LeaseRef, LedgerStats, NewInference, NewItem, RejectReason, RenewResult, ResultRecord, RolloutRecord,
   RolloutSummary, TrajectoryRecord, WorkItem,
 } from './types.js';
@@ -337,6 +337,7 @@ export class SqliteLedger implements Ledger {
   async stats(rolloutId?: string): Promise<LedgerStats> { return this.reads.stats(rolloutId); }
   async attemptTimings(rolloutId?: string): Promise<AttemptTiming[]> { return this.reads.attemptTimings(rolloutId); }
   async check(): Promise<CheckIssue[]> { return this.reads.check(); }
+  async blobRefs(): Promise<BlobRef[]> { return this.reads.blobRefs(); }
   prepareWrites(): void { this.tx.prepareWrites(); }
 
   /** Checkpoints and truncates the WAL (used by `ledger check` and on clean shutdown). */

@@ -160,6 +160,7 @@ export interface LedgerStats {
 export interface AttemptTiming { stage: string; stageIndex: number; kind: StageKind; outcome: string; startedAt: number; endedAt: number | null }
 
 export interface CheckIssue { check: string; detail: string }
+export interface BlobRef { ref: string; what: string }
 
 /** One interface, two backends. Methods are async so the PostgreSQL backend fits the same shape. */
 export interface Ledger {
@@ -199,6 +200,8 @@ export interface Ledger {
   /** Every attempt's stage and start/end (ledger clock), oldest first. */
   attemptTimings(rolloutId?: string): Promise<AttemptTiming[]>;
   check(): Promise<CheckIssue[]>;
+  /** Every blob digest a row names, once each, with one of the rows that names it (`ledger check`). */
+  blobRefs(): Promise<BlobRef[]>;
   /**
    * Readies a process that is about to write (a worker, the gateway) so that its first writes are not slow:
    * SQLite starts its checkpoint thread now instead of inside the first write, where a new thread's start-up

@@ -8,7 +8,7 @@ import { spawn } from 'node:child_process';
 import fs from 'node:fs';
 import path from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { BlobStore } from '../../../src/ledger/blobs.js';
+import { BlobStore, type FileBlobStore } from '../../../src/ledger/blobs.js';
 import { SqliteLedger } from '../../../src/ledger/sqlite.js';
 import { parseManifest } from '../../../src/rollout/manifest.js';
 import { completionFor } from '../../fixtures/upstream/server.js';
@@ -49,7 +49,7 @@ function processesWithHome(h: string): string[] {
   return out;
 }
 
-async function inLedger<T>(fn: (l: SqliteLedger, blobs: BlobStore) => Promise<T>): Promise<T> {
+async function inLedger<T>(fn: (l: SqliteLedger, blobs: FileBlobStore) => Promise<T>): Promise<T> {
   const l = new SqliteLedger({ path: path.join(home, 'ledger.db') });
   try { return await fn(l, new BlobStore(path.join(home, 'blobs'))); } finally { await l.close(); }
 }

@@ -40,7 +40,7 @@ describe('worker', () => {
     expect(w.completed).toBe(12);
     const trajs = await ledger.trajectories('p');
     expect(trajs).toHaveLength(6);
-    const t = JSON.parse(blobs.getText(trajs[0].ref));
+    const t = JSON.parse(await blobs.getText(trajs[0].ref));
     expect(t).toMatchObject({ kind: 'Trajectory', rolloutId: 'p', sampleId: 's0', environmentVersion: 'env-7', steps: [{ stage: 'upper', attempt: 1 }, { stage: 'tag', attempt: 1 }] });
     expect(blobs.getText(t.final)).toBe('X0@tag');
     expect(await ledger.check()).toEqual([]);

@@ -9,14 +9,17 @@ export const checkSchema = z.strictObject({ ledger: z.string().optional(), json:
 
 export function register(parent: Command): void {
   ledgerOption(parent.command('check')
-    .description('check the ledger\'s integrity: SQLite pages, invariants (one result per key, attempts ≤ max), blob references')
-    .option('--blobs', 'also re-hash every referenced blob')
+    .description('check the ledger\'s integrity: SQLite pages, invariants (one result per key, attempts ≤ max), blobs in whichever store is in use')
+    .option('--blobs', 'also stream and re-hash every referenced blob, and count the store\'s unreferenced (orphan) blobs')
     .option('--json', 'print the report as JSON'))
     .action(async (raw: unknown) => {
       const opts = checkSchema.parse(raw);
       const report = await withLedger(opts.ledger, (l) => checkLedger(l, { verifyBlobs: opts.blobs ?? false }));
       if (opts.json) printJson(report);
-      else if (report.issues.length === 0) process.stdout.write(`ok: ${report.location} (${report.backend}), ${report.items} items, ${report.results} results, ${report.blobsChecked} blob references checked\n`);
+      else if (report.issues.length === 0) {
+        const orphans = report.orphans ? `, ${report.orphans.count} orphan blob(s)` : '';
+        process.stdout.write(`ok: ${report.location} (${report.backend}), ${report.items} items, ${report.results} results, ${report.blobsChecked} blobs checked in ${report.blobStore.kind} store ${report.blobStore.where}${orphans}\n`);
+      }
       else printTable(['check', 'problem'], report.issues.map((i) => [i.check, i.detail]));
       if (report.issues.length) throw new IntegrityError(`ledger check found ${report.issues.length} problem(s)`, { where: report.location });
     });

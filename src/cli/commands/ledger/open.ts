@@ -7,12 +7,12 @@ export function ledgerOption(cmd: Command): Command {
 }
 
 /** Opens the ledger for one command and always closes it. */
-export async function withLedger<T>(explicit: string | undefined, fn: (l: OpenLedger) => Promise<T>): Promise<T> {
-  const l = await openLedger(explicit);
+export async function withLedger<T>(explicit: string | undefined, fn: (l: OpenLedger) => Promise<T>, env: NodeJS.ProcessEnv = process.env): Promise<T> {
+  const l = await openLedger(explicit, env);
   try {
     return await fn(l);
   } finally {
     await l.ledger.close();
-    l.blobs.close();
+    await l.blobs.close();
   }
 }

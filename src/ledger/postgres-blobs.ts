@@ -1,0 +1,230 @@
+/**
+ * The PostgreSQL blob store (a PostgreSQL ledger's default): a blob is a `blobs` row (digest, size, chunk
+ * count) and `blob_chunks` rows of at most BLOB_CHUNK_BYTES, written in one transaction, so a blob is there
+ * whole or not at all, and every host that reaches the ledger reaches it. Writers and readers hold one chunk
+ * per round trip (a query fetches PG_BLOB_CHUNKS_PER_READ at most), never a whole trajectory; the size cap is
+ * checked as the bytes stream, and every read is hashed against its digest before it counts. A chunk longer
+ * than a chunk is damage: only its first BLOB_CHUNK_BYTES + 1 bytes ever cross the wire.
+ */
+import { createHash, randomBytes } from 'node:crypto';
+import fs from 'node:fs';
+import path from 'node:path';
+import { pipeline } from 'node:stream/promises';
+import type pg from 'pg';
+import { blobMaxBytes, digestOf, isDigest, overCapOnRead, tooLarge } from './blob-common.js';
+import type { BlobStore } from './blobs.js';
+import { IntegrityError } from './errors.js';
+import { BLOB_CHUNK_BYTES, PG_BLOB_CHUNKS_PER_READ, PG_BLOB_LOOKUP_BATCH } from './limits.js';
+import { mapFsError } from '../errors/index.js';
+
+/** Splits a buffer into chunk-sized views (no copies). */
+function* chunksOf(data: Buffer): Iterable<Buffer> {
+  for (let at = 0; at < data.length; at += BLOB_CHUNK_BYTES) yield data.subarray(at, at + BLOB_CHUNK_BYTES);
+}
+
+/** Re-cuts a stream's pieces so no stored chunk is longer than BLOB_CHUNK_BYTES. */
+async function* bounded(source: AsyncIterable<Buffer> | Iterable<Buffer>): AsyncIterable<Buffer> {
+  for await (const piece of source) yield* chunksOf(piece);
+}
+
+export interface PostgresBlobStoreOptions {
+  /** For messages: the ledger URL without its password. */
+  where: string;
+  /** Where fileOf() streams blobs for programs that read a file (content-addressed, so reused across attempts). */
+  cacheDir: string;
+  maxBytes?: number;
+}
+
+export class PostgresBlobStore implements BlobStore {
+  readonly kind = 'postgres' as const;
+  readonly where: string;
+  private readonly maxBytes: number;
+
+  constructor(private readonly pool: pg.Pool, private readonly o: PostgresBlobStoreOptions) {
+    this.where = o.where;
+    this.maxBytes = o.maxBytes ?? blobMaxBytes();
+  }
+
+  private check(digest: string): void {
+    if (!isDigest(digest)) throw new IntegrityError(`not a blob digest: ${digest}`, { where: 'blob reference' });
+  }
+
+  private missingError(digest: string): IntegrityError {
+    return new IntegrityError(`blob ${digest} is missing`, {
+      where: `blobs in ${this.where}`,
+      hint: 'If this ledger\'s blobs were written to files by an older smol (or with $SMOL_BLOBS), move them in with `smol ledger migrate-blobs --from DIR`.',
+    });
+  }
+
+  async put(data: Buffer | string): Promise<string> {
+    const buf = typeof data === 'string' ? Buffer.from(data) : data;
+    if (buf.length > this.maxBytes) throw tooLarge(`a ${buf.length}-byte blob`, this.maxBytes);
+    const digest = digestOf(buf);
+    await this.store(digest, chunksOf(buf));
+    return digest;
+  }
+
+  /** Small blobs (the common case: prompts, completions) share one transaction and two multi-row INSERTs. */
+  async putMany(items: (Buffer | string)[]): Promise<string[]> {
+    const bufs = items.map((d) => (typeof d === 'string' ? Buffer.from(d) : d));
+    const digests = bufs.map((b) => digestOf(b));
+    const byDigest = new Map<string, Buffer>();
+    bufs.forEach((b, i) => {
+      if (b.length > this.maxBytes) throw tooLarge(`a ${b.length}-byte blob`, this.maxBytes);
+      if (b.length > BLOB_CHUNK_BYTES) return; // large ones go one by one below, each its own transaction
+      byDigest.set(digests[i], b);
+    });
+    if (byDigest.size) {
+      // sorted, so two writers of overlapping batches take the digests' row locks in the same order (no deadlock)
+      const ds = [...byDigest.keys()].sort();
+      const sizes = ds.map((d) => byDigest.get(d)!.length);
+      await this.tx(async (c) => {
+        const fresh = (await c.query(
+          `INSERT INTO blobs (digest, size, chunks, created_at) SELECT d, s, CASE WHEN s = 0 THEN 0 ELSE 1 END, smol_now_ms()
+           FROM unnest($1::text[], $2::bigint[]) WITH ORDINALITY AS t(d, s, o) ORDER BY o ON CONFLICT DO NOTHING RETURNING digest`, [ds, sizes])).rows.map((r: { digest: string }) => r.digest);
+        const rows = fresh.filter((d) => byDigest.get(d)!.length > 0);
+        if (rows.length) await c.query('INSERT INTO blob_chunks (digest, seq, data) SELECT d, 0, b FROM unnest($1::text[], $2::bytea[]) AS t(d, b)', [rows, rows.map((d) => byDigest.get(d)!)]);
+      });
+    }
+    for (let i = 0; i < bufs.length; i++) if (bufs[i].length > BLOB_CHUNK_BYTES) await this.store(digests[i], chunksOf(bufs[i]));
+    return digests;
+  }
+
+  /** Hashes the file in a first streamed pass, then streams it into a transaction, checking the hash again. */
+  async putFile(file: string): Promise<string> {
+    const size = (await fs.promises.stat(file)).size;
+    if (size > this.maxBytes) throw tooLarge(file, this.maxBytes);
+    const h = createHash('sha256');
+    await pipeline(fs.createReadStream(file, { highWaterMark: BLOB_CHUNK_BYTES }), h);
+    const digest = 'sha256:' + h.digest('hex');
+    await this.store(digest, fs.createReadStream(file, { highWaterMark: BLOB_CHUNK_BYTES }));
+    return digest;
+  }
+
+  /**
+   * Writes `digest` from `source` in one transaction: the `blobs` row first (a concurrent writer of the same
+   * digest waits on it, then finds it there and writes nothing), then each chunk, then the size and count.
+   * Bytes that do not hash to `digest` (a corrupt source in migrate-blobs), or too many of them, roll it
+   * all back. Returns false when the blob was already there.
+   */
+  async store(digest: string, source: AsyncIterable<Buffer> | Iterable<Buffer>): Promise<boolean> {
+    this.check(digest);
+    return this.tx(async (c) => {
+      const claimed = await c.query('INSERT INTO blobs (digest, size, chunks, created_at) VALUES ($1, 0, 0, smol_now_ms()) ON CONFLICT DO NOTHING', [digest]);
+      if (claimed.rowCount === 0) return false;
+      const h = createHash('sha256');
+      let size = 0;
+      let seq = 0;
+      for await (const chunk of bounded(source)) {
+        size += chunk.length;
+        if (size > this.maxBytes) throw tooLarge(`blob ${digest}`, this.maxBytes);
+        h.update(chunk);
+        await c.query('INSERT INTO blob_chunks (digest, seq, data) VALUES ($1, $2, $3)', [digest, seq++, chunk]);
+      }
+      if ('sha256:' + h.digest('hex') !== digest) throw new IntegrityError(`the bytes offered as blob ${digest} hash to something else; nothing was stored`, { where: this.where });
+      await c.query('UPDATE blobs SET size = $2, chunks = $3 WHERE digest = $1', [digest, size, seq]);
+      return true;
+    });
+  }
+
+  private async tx<T>(fn: (c: pg.PoolClient) => Promise<T>): Promise<T> {
+    const c = await this.pool.connect();
+    try {
+      await c.query('BEGIN');
+      const r = await fn(c);
+      await c.query('COMMIT');
+      return r;
+    } catch (err) {
+      await c.query('ROLLBACK').catch(() => undefined);
+      throw err;
+    } finally {
+      c.release();
+    }
+  }
+
+  async *read(digest: string): AsyncIterable<Buffer> {
+    this.check(digest);
+    const head = (await this.pool.query('SELECT size, chunks FROM blobs WHERE digest = $1', [digest])).rows[0] as { size: string; chunks: number } | undefined;
+    if (!head) throw this.missingError(digest);
+    const size = Number(head.size);
+    const where = `blob_chunks in ${this.where}`;
+    if (size > this.maxBytes) throw overCapOnRead(digest, where, this.maxBytes);
+    const h = createHash('sha256');
+    let total = 0;
+    let seq = 0;
+    while (seq < head.chunks) {
+      // substring bounds what one row can send, whatever its stored length; octet_length reveals an overlong one
+      const rows = (await this.pool.query(
+        'SELECT seq, substring(data FROM 1 FOR $3) AS data, octet_length(data) AS n FROM blob_chunks WHERE digest = $1 AND seq >= $2 ORDER BY seq LIMIT $4',
+        [digest, seq, BLOB_CHUNK_BYTES + 1, PG_BLOB_CHUNKS_PER_READ])).rows as { seq: number; data: Buffer; n: number }[];
+      if (rows.length === 0) throw new IntegrityError(`blob ${digest} is corrupt (chunk ${seq} of ${head.chunks} is missing)`, { where });
+      for (const r of rows) {
+        if (r.seq !== seq) throw new IntegrityError(`blob ${digest} is corrupt (chunk ${seq} is missing)`, { where });
+        if (r.n > BLOB_CHUNK_BYTES) throw new IntegrityError(`blob ${digest} is corrupt (chunk ${seq} is ${r.n} bytes, over the ${BLOB_CHUNK_BYTES}-byte chunk size)`, { where });
+        total += r.data.length;
+        if (total > this.maxBytes) throw overCapOnRead(digest, where, this.maxBytes);
+        if (total > size) throw new IntegrityError(`blob ${digest} is corrupt (more bytes than its recorded ${size})`, { where });
+        h.update(r.data);
+        seq++;
+        yield r.data;
+      }
+    }
+    if (total !== size || 'sha256:' + h.digest('hex') !== digest) throw new IntegrityError(`blob ${digest} is corrupt (content hash differs)`, { where });
+  }
+
+  async get(digest: string): Promise<Buffer> {
+    const parts: Buffer[] = [];
+    for await (const chunk of this.read(digest)) parts.push(chunk);
+    return Buffer.concat(parts);
+  }
+
+  async getText(digest: string): Promise<string> {
+    return (await this.get(digest)).toString('utf8');
+  }
+
+  async has(digest: string): Promise<boolean> {
+    this.check(digest);
+    return (await this.pool.query('SELECT 1 FROM blobs WHERE digest = $1', [digest])).rowCount! > 0;
+  }
+
+  async missing(digests: string[]): Promise<string[]> {
+    const out: string[] = [];
+    for (let i = 0; i < digests.length; i += PG_BLOB_LOOKUP_BATCH) {
+      const batch = digests.slice(i, i + PG_BLOB_LOOKUP_BATCH);
+      const { rows } = await this.pool.query('SELECT d FROM unnest($1::text[]) AS t(d) WHERE NOT EXISTS (SELECT 1 FROM blobs WHERE digest = t.d)', [batch]);
+      out.push(...rows.map((r: { d: string }) => r.d));
+    }
+    return out;
+  }
+
+  /** Streams the blob to a temp file and renames it into the cache only once the digest has checked out. */
+  async fileOf(digest: string): Promise<string> {
+    this.check(digest);
+    const hex = digest.slice(7);
+    const dest = path.join(this.o.cacheDir, hex.slice(0, 2), hex.slice(2));
+    if (fs.existsSync(dest)) return dest;
+    const tmp = `${dest}.${randomBytes(6).toString('hex')}.tmp`;
+    try {
+      await fs.promises.mkdir(path.dirname(dest), { recursive: true });
+      await pipeline(this.read(digest), fs.createWriteStream(tmp));
+      await fs.promises.rename(tmp, dest);
+    } catch (err) {
+      await fs.promises.rm(tmp, { force: true });
+      if (err instanceof IntegrityError) throw err;
+      throw mapFsError(err, `writing blob ${digest} to ${this.o.cacheDir}`);
+    }
+    return dest;
+  }
+
+  async *list(): AsyncIterable<string> {
+    for (let after = '';;) {
+      const { rows } = await this.pool.query('SELECT digest FROM blobs WHERE digest > $1 ORDER BY digest LIMIT $2', [after, PG_BLOB_LOOKUP_BATCH]);
+      for (const r of rows as { digest: string }[]) yield r.digest;
+      if (rows.length < PG_BLOB_LOOKUP_BATCH) return;
+      after = (rows[rows.length - 1] as { digest: string }).digest;
+    }
+  }
+
+  /** The pool is the ledger's, which closes it. */
+  close(): void {}
+}
