@@ -21,7 +21,7 @@ import { identifyAndRelease, waitForReady } from './guest.js';
 import { assertCompatible } from './identity.js';
 import { cloneEnv, cloneNames, parentEnv } from './plan.js';
 import { discardSpare, discardTakenSpare, startSpare, takeSpare, type Spare } from './spare.js';
-import type { PrimedRestore } from './types.js';
+import type { CaptureRequest, PreparedCapture, PrimedRestore } from './types.js';
 
 export interface ForkOptions {
   count?: number;
@@ -75,6 +75,9 @@ export async function forkMachine(svc: MachineService, nameOrId: string, o: Fork
   let nextDisk = '';
   let spare: Spare | null = null;
   let primed: (PrimedRestore | undefined)[] = [];
+  let preparing: Promise<PreparedCapture> | undefined;
+  let taken = false;
+  let moved = false;
   try {
     const layout = svc.layout(parent);
     const insp = await ops.inspect(layout);
@@ -131,7 +134,15 @@ export async function forkMachine(svc: MachineService, nameOrId: string, o: Fork
     const launches = jobs.map((j, i) => (i === 0 && spare?.pid ? adopt(j, spare.pid) : prelaunchClone(svc, j)));
     // the spare made the parent's next overlay too, on the same layer (checked when it was taken)
     const nextReady = !!spare && fs.existsSync(nextDisk);
-    const [pre] = await Promise.all([Promise.all(launches), nextReady ? undefined : createCloneDisk(layout.disk, nextDisk, insp.diskSize)]);
+    const nextMade = nextReady ? undefined : createCloneDisk(layout.disk, nextDisk, insp.diskSize);
+    const req: CaptureRequest = {
+      stateFile: path.join(dir, 'state'), nextDisk, memCopy: shared && !o.hold ? memFile : null, hold: !!o.hold,
+      onDiskMoved: () => { moved = true; svc.store.update(parent.id, { diskFile: path.basename(nextDisk) }); },
+    };
+    // what the capture needs besides the pause (its copier, control connection, state socket) is set up meanwhile
+    preparing = ops.prepareCapture?.(layout, req);
+    preparing?.catch(() => undefined); // its own failure closes what it made; Promise.all reports it
+    const [pre, , prepared] = await Promise.all([Promise.all(launches), nextMade, preparing]);
     if (!pre.some((c) => c.ok)) {
       throw new ForkError(`fork of "${parent.name}" failed: no clone could be started (${pre[0]?.error ?? 'unknown error'}); the parent was not paused`, { where: parent.name });
     }
@@ -142,11 +153,8 @@ export async function forkMachine(svc: MachineService, nameOrId: string, o: Fork
     o.onProgress?.(`forking ${parent.name}`);
     const pausedAt = performance.now();
     trace('fork: pausing the parent');
-    let moved = false;
-    const cap = await ops.capture(layout, {
-      stateFile: path.join(dir, 'state'), nextDisk, memCopy: shared && !o.hold ? memFile : null, hold: !!o.hold,
-      onDiskMoved: () => { moved = true; svc.store.update(parent.id, { diskFile: path.basename(nextDisk) }); },
-    }).catch((err: unknown) => {
+    taken = true; // take() releases what was prepared, whatever it ends in
+    const cap = await (prepared ? prepared.take() : ops.capture(layout, req)).catch((err: unknown) => {
       if (!moved) fs.rmSync(nextDisk, { force: true });
       throw err;
     });
@@ -190,6 +198,7 @@ export async function forkMachine(svc: MachineService, nameOrId: string, o: Fork
     throw err;
   } finally {
     for (const p of primed) p?.close(); // a restore closes its own; these are the ones that never ran
+    if (!taken) await preparing?.then((p) => p.close(), () => undefined);
     parentCh?.ch.close();
     parentCh?.release();
     for (const c of clones) c.unlock();

@@ -14,7 +14,7 @@ import { QmpClient } from './qmp.js';
 import { strayQemuPid, type MachineLayout } from '../layout.js';
 import { dieAt } from '../fork/faults.js';
 import { armSparseCopy } from '../fork/sparse-copy.js';
-import type { CaptureRequest, CaptureResult, ForkOps, Inspection, MemoryMode, PrimedRestore, VmIdentity } from '../fork/types.js';
+import type { CaptureRequest, CaptureResult, ForkOps, Inspection, MemoryMode, PreparedCapture, PrimedRestore, VmIdentity } from '../fork/types.js';
 
 /** The default 32 MiB/s cap would make even a device-state-only save slow; the file is local. */
 const MAX_BANDWIDTH = 64 * 1024 ** 3;
@@ -61,61 +61,10 @@ export function createQemuForkOps(getLauncher: () => Promise<QemuLauncher>): For
     },
 
     async capture(layout: MachineLayout, req: CaptureRequest): Promise<CaptureResult> {
-      // the copier is started before the pause: spawning from node costs more than the copy's own start
-      const copy = req.memCopy ? armSparseCopy(layout.memFile, req.memCopy) : null;
-      let sink: StateSink | undefined;
-      let qmp: QmpClient | undefined;
-      const steps: Record<string, number> = {};
-      try {
-        qmp = await QmpClient.connect(layout.qmpSocket, 5_000);
-        await qmp.execute('migrate-set-capabilities', { capabilities: [{ capability: 'x-ignore-shared', state: true }] });
-        await qmp.execute('migrate-set-parameters', { 'max-bandwidth': MAX_BANDWIDTH });
-        const root = (await qmp.execute<BlockInfo[]>('query-block')).find((b) => b.device === ROOT_DEVICE)?.inserted;
-        const frozenDisk = req.nextDisk && root ? root.file : null;
-        sink = await receiveState(path.join(layout.runDir, 'save.sock'), req.stateFile);
-        const t0 = now();
-        await qmp.execute('stop');
-        steps.stop = now() - t0;
-        let resumed = false;
-        try {
-          // The vCPUs are stopped and `stop` drained the disks' requests, so nothing writes guest RAM until
-          // `cont`: the parent then resumes into the shared file, and the clones get a copy of it as it is now.
-          // The copy runs beside the disk snapshot and the device-state save, which touch no guest RAM.
-          const tc = now();
-          const copied = copy?.start().then(() => { steps.memCopy = now() - tc; });
-          copied?.catch(() => undefined); // awaited below, after the save
-          if (req.nextDisk && frozenDisk) {
-            const t = now();
-            // mode existing: the new overlay names the frozen file as its backing already (qemu-img create -u)
-            await qmp.execute('blockdev-snapshot-sync', { device: ROOT_DEVICE, 'snapshot-file': req.nextDisk, format: 'qcow2', mode: 'existing' });
-            dieAt('in-pause');
-            req.onDiskMoved?.(frozenDisk);
-            steps.snapshot = now() - t;
-          }
-          const t = now();
-          // into a socket smol listens on, not `exec:cat`: that forks QEMU (its guest RAM and code cache
-          // mapped) and starts a shell and cat, all inside the pause and beside the copy on the same cores
-          await qmp.execute('migrate', { uri: `unix:${sink.path}` });
-          await waitMigration(qmp, 60_000, 'saving the device state');
-          await sink.written;
-          steps.save = now() - t;
-          await copied;
-        } catch (err) {
-          await qmp.execute('cont').then(() => { resumed = true; }, () => undefined);
-          throw err;
-        }
-        if (!req.hold && !resumed) {
-          const t = now();
-          await qmp.execute('cont');
-          steps.cont = now() - t;
-        }
-        return { frozenDisk, pausedMs: now() - t0, stateBytes: fs.statSync(req.stateFile).size, steps };
-      } finally {
-        copy?.cancel();
-        sink?.close();
-        qmp?.close();
-      }
+      return (await prepareCapture(layout, req)).take();
     },
+
+    prepareCapture,
 
     async resumeAbandoned(layout: MachineLayout): Promise<boolean> {
       const qmp = await QmpClient.connect(layout.qmpSocket, 5_000);
@@ -164,6 +113,81 @@ export function createQemuForkOps(getLauncher: () => Promise<QemuLauncher>): For
         qmp.close();
       }
     },
+  };
+}
+
+/**
+ * Everything of a capture that needs no pause: the copier (spawning from node costs more than the copy's own
+ * start), the control connection and its settings, and the socket the state will come through.
+ */
+async function prepareCapture(layout: MachineLayout, req: CaptureRequest): Promise<PreparedCapture> {
+  const copy = req.memCopy ? armSparseCopy(layout.memFile, req.memCopy) : null;
+  let sink: StateSink | undefined;
+  let qmp: QmpClient | undefined;
+  const close = () => {
+    copy?.cancel();
+    sink?.close();
+    qmp?.close();
+  };
+  let frozenDisk: string | null;
+  try {
+    qmp = await QmpClient.connect(layout.qmpSocket, 5_000);
+    await qmp.execute('migrate-set-capabilities', { capabilities: [{ capability: 'x-ignore-shared', state: true }] });
+    await qmp.execute('migrate-set-parameters', { 'max-bandwidth': MAX_BANDWIDTH });
+    const root = (await qmp.execute<BlockInfo[]>('query-block')).find((b) => b.device === ROOT_DEVICE)?.inserted;
+    frozenDisk = req.nextDisk && root ? root.file : null;
+    sink = await receiveState(path.join(layout.runDir, 'save.sock'), req.stateFile);
+  } catch (err) {
+    close();
+    throw err;
+  }
+  const [ctl, state] = [qmp, sink];
+  return {
+    async take(): Promise<CaptureResult> {
+      const steps: Record<string, number> = {};
+      try {
+        const t0 = now();
+        await ctl.execute('stop');
+        steps.stop = now() - t0;
+        let resumed = false;
+        try {
+          // The vCPUs are stopped and `stop` drained the disks' requests, so nothing writes guest RAM until
+          // `cont`: the parent then resumes into the shared file, and the clones get a copy of it as it is now.
+          // The copy runs beside the disk snapshot and the device-state save, which touch no guest RAM.
+          const tc = now();
+          const copied = copy?.start().then(() => { steps.memCopy = now() - tc; });
+          copied?.catch(() => undefined); // awaited below, after the save
+          if (req.nextDisk && frozenDisk) {
+            const t = now();
+            // mode existing: the new overlay names the frozen file as its backing already (qemu-img create -u)
+            await ctl.execute('blockdev-snapshot-sync', { device: ROOT_DEVICE, 'snapshot-file': req.nextDisk, format: 'qcow2', mode: 'existing' });
+            dieAt('in-pause');
+            req.onDiskMoved?.(frozenDisk);
+            steps.snapshot = now() - t;
+          }
+          const t = now();
+          // into a socket smol listens on, not `exec:cat`: that forks QEMU (its guest RAM and code cache
+          // mapped) and starts a shell and cat, all inside the pause and beside the copy on the same cores
+          await ctl.execute('migrate', { uri: `unix:${state.path}` });
+          await waitMigration(ctl, 60_000, 'saving the device state');
+          await state.written;
+          steps.save = now() - t;
+          await copied;
+        } catch (err) {
+          await ctl.execute('cont').then(() => { resumed = true; }, () => undefined);
+          throw err;
+        }
+        if (!req.hold && !resumed) {
+          const t = now();
+          await ctl.execute('cont');
+          steps.cont = now() - t;
+        }
+        return { frozenDisk, pausedMs: now() - t0, stateBytes: fs.statSync(req.stateFile).size, steps };
+      } finally {
+        close();
+      }
+    },
+    close,
   };
 }
 
