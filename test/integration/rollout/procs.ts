@@ -19,8 +19,10 @@ export class Proc {
   readonly exited: Promise<number | null>;
   private listeners: (() => void)[] = [];
 
-  constructor(args: string[], env: NodeJS.ProcessEnv) {
-    this.child = spawn(process.execPath, ['--import', 'tsx', '-e', entry, ...args], { cwd: root, env: { ...process.env, NO_COLOR: '1', ...env }, stdio: ['ignore', 'pipe', 'pipe'] });
+  /** `prefix` runs the process through another program, e.g. `['ip', 'netns', 'exec', NS]` (which execs it). */
+  constructor(args: string[], env: NodeJS.ProcessEnv, prefix: string[] = []) {
+    const argv = [...prefix, process.execPath, '--import', 'tsx', '-e', entry, ...args];
+    this.child = spawn(argv[0], argv.slice(1), { cwd: root, env: { ...process.env, NO_COLOR: '1', ...env }, stdio: ['ignore', 'pipe', 'pipe'] });
     let buf = '';
     this.child.stdout!.on('data', (d: Buffer) => {
       this.stdout += d.toString();
@@ -56,13 +58,13 @@ export class Proc {
   }
 }
 
-export function smol(args: string[], env: NodeJS.ProcessEnv): Proc {
-  return new Proc(args, env);
+export function smol(args: string[], env: NodeJS.ProcessEnv, prefix: string[] = []): Proc {
+  return new Proc(args, env, prefix);
 }
 
 /** Runs a command to completion; returns exit code, stdout and stderr. */
-export async function smolRun(args: string[], env: NodeJS.ProcessEnv): Promise<{ code: number | null; stdout: string; stderr: string }> {
-  const p = new Proc(args, env);
+export async function smolRun(args: string[], env: NodeJS.ProcessEnv, prefix: string[] = []): Promise<{ code: number | null; stdout: string; stderr: string }> {
+  const p = new Proc(args, env, prefix);
   const code = await p.exited;
   return { code, stdout: p.stdout, stderr: p.stderr };
 }
