@@ -5,6 +5,7 @@
 import { isMap, isSeq, LineCounter, type Node } from 'yaml';
 import { z } from 'zod';
 import { ValidationError, type Issue } from '../errors/index.js';
+import { parseImageReference } from '../registry/reference.js';
 import { parseDuration } from '../util/duration.js';
 import { sizeLabel } from '../util/read-capped.js';
 import { parseYamlBounded, yamlToJs } from '../util/yaml-bounded.js';
@@ -47,14 +48,38 @@ const gpuStage = z.strictObject({
  * Where a CPU stage's attempts run. `process` (the default) takes whatever the worker offers; `vm` requires a
  * worker with --isolation vm; `{vm: {forkPoint}}` also names the saved fork point (smol snapshot ls) each
  * attempt's clone starts from, and `{vm: {warmMachine}}` a running forkable machine the worker saves one
- * point from (docs/fork.md).
+ * point from (docs/fork.md). `{vm: {artifact}}` names a `.smolmachine` in an OCI registry (what `smol pack push`
+ * wrote), pinned by digest: each worker host pulls it once and clones a fork point made from it (vm-artifact.ts).
  */
 const machineRef = z.string().regex(/^[a-zA-Z0-9][a-zA-Z0-9_.-]{0,62}$/, 'a machine or fork point name: 1-63 letters, digits, ".", "_" or "-"');
+/**
+ * A registry artifact pinned by digest. A tag is refused rather than resolved at submit: the manifest alone then
+ * says which bytes run (its digest is the rollout's identity), resubmitting cannot meet a moved tag, and
+ * submitting needs no registry. `smol pack push` prints the digest to pin.
+ */
+const artifactRef = z.string().max(1024).superRefine((v, ctx) => {
+  const at = v.indexOf('@');
+  const name = at < 0 ? v : v.slice(0, at);
+  const first = name.split('/')[0];
+  if (!name.includes('/') || !(/[.:]/.test(first) || first === 'localhost')) {
+    ctx.addIssue({ code: 'custom', message: `"${v}" does not name its registry: write REGISTRY[:PORT]/NAME@sha256:<64 hex>, e.g. registry.example.com/team/env@sha256:…` });
+  } else if (at < 0) {
+    ctx.addIssue({ code: 'custom', message: `"${v}" is pinned by tag only, and a tag can move: pin it by digest, ${name.replace(/:[^/:]*$/, '')}@sha256:<64 hex> (the "manifest sha256:…" line of smol pack push)` });
+  } else if (!/^sha256:[0-9a-f]{64}$/.test(v.slice(at + 1))) {
+    ctx.addIssue({ code: 'custom', message: `"${v.slice(at + 1)}" is not a digest: write sha256: and 64 lowercase hex digits` });
+  } else {
+    try {
+      parseImageReference(v);
+    } catch (err) {
+      ctx.addIssue({ code: 'custom', message: (err as Error).message });
+    }
+  }
+});
 const isolation = z.union([
   z.enum(['process', 'vm']),
   z.strictObject({
-    vm: z.strictObject({ forkPoint: machineRef.optional(), warmMachine: machineRef.optional() })
-      .refine((v) => !(v.forkPoint && v.warmMachine), { message: 'give forkPoint or warmMachine, not both' }),
+    vm: z.strictObject({ forkPoint: machineRef.optional(), warmMachine: machineRef.optional(), artifact: artifactRef.optional() })
+      .refine((v) => [v.forkPoint, v.warmMachine, v.artifact].filter(Boolean).length <= 1, { message: 'give one of forkPoint, warmMachine or artifact' }),
   }),
 ]).optional();
 const cpuStage = z.strictObject({
@@ -74,7 +99,8 @@ export const manifestSchema = z.strictObject({
   apiVersion: z.literal('smol/v1'),
   kind: z.literal('Rollout'),
   name,
-  environment: z.strictObject({ version: z.string().min(1) }),
+  /** Optional when a stage runs an artifact: its digest then is the version (environmentVersion). */
+  environment: z.strictObject({ version: z.string().min(1).optional() }).prefault({}),
   gpus: z.number().int().min(0).default(1),
   defaults: z.strictObject({
     maxAttempts: z.number().int().min(1).max(MAX_ATTEMPTS_CAP).default(DEFAULT_MAX_ATTEMPTS),
@@ -98,6 +124,9 @@ export const manifestSchema = z.strictObject({
   if (m.generate && generatedBytes(m.generate) > GENERATED_MAX_BYTES) {
     ctx.addIssue({ code: 'custom', path: ['generate'], message: `count × template would make ${Math.ceil(generatedBytes(m.generate) / 2 ** 20)} MiB of samples; the most is ${sizeLabel(GENERATED_MAX_BYTES)}` });
   }
+  if (!m.environment.version && !artifactDigests(m).length) {
+    ctx.addIssue({ code: 'custom', path: ['environment', 'version'], message: 'required: name the environment\'s version (or run a stage from a registry artifact, whose digest is then the version)' });
+  }
   const ids = new Set<string>();
   m.samples?.forEach((s, i) => {
     if (ids.has(s.id)) ctx.addIssue({ code: 'custom', path: ['samples', i, 'id'], message: `duplicate sample id "${s.id}"` });
@@ -117,11 +146,34 @@ export type Stage = z.output<typeof stageSchema>;
 export type GpuStage = Extract<Stage, { kind: 'gpu' }>;
 export type CpuStage = Extract<Stage, { kind: 'cpu' }>;
 
-/** What a CPU stage asks of the worker's isolation: none (process is fine), a VM, and which fork point or warm machine. */
-export function stageIsolation(s: CpuStage): { vm: boolean; forkPoint?: string; warmMachine?: string } {
+/** What a CPU stage asks of the worker's isolation: none (process is fine), a VM, and which fork point, warm machine or artifact. */
+export function stageIsolation(s: CpuStage): { vm: boolean; forkPoint?: string; warmMachine?: string; artifact?: string } {
   if (s.isolation === undefined || s.isolation === 'process') return { vm: false };
   if (s.isolation === 'vm') return { vm: true };
-  return { vm: true, forkPoint: s.isolation.vm.forkPoint, warmMachine: s.isolation.vm.warmMachine };
+  const { forkPoint, warmMachine, artifact } = s.isolation.vm;
+  return { vm: true, forkPoint, warmMachine, artifact };
+}
+
+/** The distinct digests (sha256:…) of the artifacts the manifest's stages run, in stage order. */
+function artifactDigests(m: { stages: Stage[] }): string[] {
+  const out: string[] = [];
+  for (const s of m.stages) {
+    const ref = s.kind === 'cpu' ? stageIsolation(s).artifact : undefined;
+    const d = ref?.slice(ref.indexOf('@') + 1);
+    if (d && !out.includes(d)) out.push(d);
+  }
+  return out;
+}
+
+/**
+ * The environment version the rollout records on every item and trajectory: the stated version, and the digest
+ * of each artifact a stage runs after an "@" (`v3@sha256:…`), or the digests alone (several joined by "+").
+ * An environment that travels by digest is then named by its bytes wherever a result is read.
+ */
+export function environmentVersion(m: Pick<Manifest, 'environment' | 'stages'>): string {
+  const pinned = artifactDigests(m).join('+');
+  const stated = m.environment.version;
+  return stated && pinned ? `${stated}@${pinned}` : stated || pinned;
 }
 
 function nodeAt(root: Node | null, p: PropertyKey[]): Node | null {

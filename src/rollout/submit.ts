@@ -5,7 +5,7 @@ import { digestOf, type BlobStore } from '../ledger/blobs.js';
 import type { Ledger } from '../ledger/types.js';
 import { readCapped } from '../util/read-capped.js';
 import { MANIFEST_MAX_BYTES } from './limits.js';
-import { parseManifest, samplesOf, tooLarge } from './manifest.js';
+import { environmentVersion, parseManifest, samplesOf, tooLarge } from './manifest.js';
 import { itemFor } from './pipeline.js';
 
 export interface SubmitResult { rolloutId: string; manifestDigest: string; created: boolean; items: number }
@@ -38,14 +38,14 @@ export async function submitRollout(ledger: Ledger, blobs: BlobStore, text: stri
   }
   const now = await ledger.now();
   const deadlineAt = m.defaults.deadline ? now + m.defaults.deadline : null;
-  const rollout = { id: m.name, envVersion: m.environment.version };
+  const rollout = { id: m.name, envVersion: environmentVersion(m) };
   const samples = samplesOf(m);
   const inputRefs = await blobs.putMany(samples.map((s) => s.text)); // small inputs share one commit
   const items = samples.map((s, i) => itemFor(rollout, m, {
     stageIndex: 0, sampleId: s.id, inputRef: inputRefs[i], inputVersion: digest.slice(0, 19), deadlineAt,
   }));
   await ledger.putManifest(digest, canonical);
-  const { created } = await ledger.createRollout({ id: m.name, name: m.name, manifestDigest: digest, envVersion: m.environment.version, gpus: m.gpus }, items);
+  const { created } = await ledger.createRollout({ id: m.name, name: m.name, manifestDigest: digest, envVersion: rollout.envVersion, gpus: m.gpus }, items);
   if (!created) {
     // lost a race with another submitter: fine if it submitted the same manifest
     if ((await ledger.getRollout(m.name))?.manifestDigest !== digest) throw conflict();

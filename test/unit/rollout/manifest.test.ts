@@ -49,7 +49,7 @@ describe('rollout manifest', () => {
     expect(iso(', isolation: { vm: { forkPoint: env.v1 } }')).toEqual({ vm: true, forkPoint: 'env.v1', warmMachine: undefined });
     expect(iso(', isolation: { vm: { warmMachine: w } }')).toMatchObject({ vm: true, warmMachine: 'w' });
     const bad = (field: string) => issuesOf(`${base}  - { name: a, kind: cpu, command: [x], isolation: ${field} }`)[0];
-    expect(bad('{ vm: { forkPoint: a, warmMachine: b } }').message).toMatch(/forkPoint or warmMachine, not both/);
+    expect(bad('{ vm: { forkPoint: a, warmMachine: b } }').message).toMatch(/one of forkPoint, warmMachine or artifact/);
     expect(bad('{ vm: { fork_point: a } }').message).toMatch(/unknown field "fork_point"/);
     expect(bad('{ vm: { forkPoint: "bad/name" } }').path).toMatch(/^stages\.0\.isolation/);
     expect(bad('container').path).toMatch(/^stages\.0\.isolation/);
