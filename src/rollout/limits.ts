@@ -18,6 +18,23 @@ export const WORKER_POLL_MS = 200;
 export const GATEWAY_RETRY_AFTER_MS = 1_000;
 /** A gateway that refuses connections is restarting, not the item's fault: retry this often within the attempt. */
 export const GATEWAY_DOWN_RETRY_MS = 500;
+/**
+ * A gateway refusing connections this long within one attempt is not restarting (a restart takes seconds): the
+ * worker gives the item back as an infrastructure failure instead of waiting out the item's whole timeout.
+ */
+export const GATEWAY_DOWN_MAX_WAIT_MS = 15_000;
+/**
+ * After an infrastructure failure (a blob, the ledger or the gateway out of reach) the worker claims nothing
+ * for this long, doubled per failure in a row up to the cap, with jitter so that workers hit by one outage do
+ * not come back in step: 0.5, 1, 2, 4 s… rides out a restart without hammering what is down.
+ */
+export const WORKER_INFRA_BACKOFF_MS = 500;
+export const WORKER_INFRA_BACKOFF_CAP_MS = 30_000;
+/**
+ * `--give-up-after`: this many infrastructure failures in a row with one cause and the worker exits non-zero:
+ * five (about 8 s of backoff) tells a misconfigured host from a blip, and a supervisor sees the exit.
+ */
+export const WORKER_GIVE_UP_AFTER = 5;
 /** Of a failed stage's stderr, the last 5 lines and at most this many characters go into the ledger with the attempt. */
 export const STAGE_STDERR_TAIL_CHARS = 2_000;
 

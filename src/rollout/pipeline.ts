@@ -6,6 +6,7 @@
 import type { BlobStore } from '../ledger/blobs.js';
 import type { Ledger, NewItem, RolloutRecord, WorkItem } from '../ledger/types.js';
 import { NotFoundError } from '../errors/index.js';
+import { guard } from './infra.js';
 import { manifestSchema, type Manifest, type Stage } from './manifest.js';
 
 export function idempotencyKey(rolloutId: string, sampleId: string, stage: string): string {
@@ -25,8 +26,12 @@ export function itemFor(r: Pick<RolloutRecord, 'id' | 'envVersion'>, m: Manifest
   };
 }
 
-/** What completing `item` with `outputRef` should also do: enqueue the next stage, or finish a trajectory. */
-export async function advance(ledger: Ledger, blobs: BlobStore, m: Manifest, item: WorkItem, attempt: number, outputRef: string):
+/**
+ * What completing `item` with `outputRef` should also do: enqueue the next stage, or finish a trajectory.
+ * `at` names the ledger and the blob store in an InfraFailure when either is out of reach.
+ */
+export async function advance(ledger: Ledger, blobs: BlobStore, m: Manifest, item: WorkItem, attempt: number, outputRef: string,
+  at: { ledger: string; blobs: string } = { ledger: 'the ledger', blobs: 'the blob store' }):
 Promise<{ next?: NewItem[]; trajectory?: { rolloutId: string; sampleId: string; ref: string } }> {
   if (item.stageIndex + 1 < m.stages.length) {
     const next = itemFor({ id: item.rolloutId, envVersion: item.envVersion }, m, {
@@ -35,7 +40,7 @@ Promise<{ next?: NewItem[]; trajectory?: { rolloutId: string; sampleId: string; 
     });
     return { next: [next] };
   }
-  const earlier = await ledger.results({ rolloutId: item.rolloutId, sampleId: item.sampleId });
+  const earlier = await guard('ledger', `reading the results of sample ${item.sampleId}`, at.ledger, () => ledger.results({ rolloutId: item.rolloutId, sampleId: item.sampleId }));
   const byStage = new Map(earlier.map((r) => [r.stage, r]));
   const steps = m.stages.map((s, i) => {
     if (i === item.stageIndex) return { stage: s.name, kind: s.kind, attempt, outputRef };
@@ -46,7 +51,8 @@ Promise<{ next?: NewItem[]; trajectory?: { rolloutId: string; sampleId: string; 
     apiVersion: 'smol/v1', kind: 'Trajectory', rolloutId: item.rolloutId, sampleId: item.sampleId,
     environmentVersion: item.envVersion, steps, final: outputRef,
   };
-  return { trajectory: { rolloutId: item.rolloutId, sampleId: item.sampleId, ref: await blobs.put(JSON.stringify(trajectory)) } };
+  const ref = await guard('blob', 'writing the trajectory blob', at.blobs, () => blobs.put(JSON.stringify(trajectory)));
+  return { trajectory: { rolloutId: item.rolloutId, sampleId: item.sampleId, ref } };
 }
 
 /** Manifests are immutable, so a process caches them by rollout for its lifetime. */

@@ -4,7 +4,8 @@ import { z } from 'zod';
 import { createStageRunner, type StageRunner } from '../../rollout/stage-runner.js';
 import { Worker, type WorkerEvent } from '../../rollout/worker.js';
 import { gatewayEndpoint } from '../../rollout/gateway-client.js';
-import { CONCURRENCY_WINDOW_MS, WORKER_LEASE_MS, WORKER_STOP_GRACE_MS } from '../../rollout/limits.js';
+import { redactUrl } from '../../rollout/infra.js';
+import { CONCURRENCY_WINDOW_MS, WORKER_GIVE_UP_AFTER, WORKER_LEASE_MS, WORKER_STOP_GRACE_MS } from '../../rollout/limits.js';
 import { parseDuration } from '../../util/duration.js';
 import { ledgerOption, withLedger } from './ledger/open.js';
 
@@ -28,6 +29,7 @@ export const workerSchema = z.strictObject({
   grace: duration.default(WORKER_STOP_GRACE_MS),
   exitWhenIdle: duration.optional(),
   window: duration.default(CONCURRENCY_WINDOW_MS),
+  giveUpAfter: z.coerce.number().int().min(1).max(1_000_000).default(WORKER_GIVE_UP_AFTER),
   warmMachine: z.string().min(1).optional(),
   forkPoint: z.string().min(1).optional(),
   smolfile: z.string().min(1).optional(),
@@ -58,7 +60,12 @@ function describe(e: WorkerEvent): string | null {
     case 'failed': return `item ${e.itemId} attempt ${e.attempt} failed (${e.state}): ${e.error}`;
     case 'rejected': return `item ${e.itemId} attempt ${e.attempt}: ${e.op} rejected (${e.reason})`;
     case 'released': return `item ${e.itemId} attempt ${e.attempt}: lease released`;
-    case 'stopped': return `worker stopped after ${e.completed} completed items`;
+    case 'infra': {
+      const item = e.itemId === undefined ? '' : `item ${e.itemId} attempt ${e.attempt} (stage ${e.stage}): `;
+      const lease = e.itemId === undefined ? '' : e.released ? '; lease released' : '; lease not released (it will expire)';
+      return `${item}${e.error} [${e.where}]${lease}; ${e.area} failure ${e.inARow} in a row, ${e.infraFailures} in all${e.backoffMs ? `; next claim in ${(e.backoffMs / 1000).toFixed(1)} s` : ''}`;
+    }
+    case 'stopped': return `worker stopped after ${e.completed} completed items${e.infraFailures ? `, ${e.infraFailures} infrastructure failures` : ''}`;
     default: return process.env.SMOL_VERBOSE === '1' ? `item ${e.itemId} attempt ${e.attempt}: ${e.type}` : null;
   }
 }
@@ -93,6 +100,7 @@ export function register(program: Command): void {
     .option('--grace <duration>', 'on SIGTERM, how long running items may finish before their leases are released', `${WORKER_STOP_GRACE_MS / 1000}s`)
     .option('--exit-when-idle <duration>', 'exit once the queue has been empty this long')
     .option('--window <duration>', 'measurement window for adaptive concurrency', `${CONCURRENCY_WINDOW_MS / 1000}s`)
+    .option('--give-up-after <n>', 'exit non-zero after N blob store, ledger or gateway failures in a row with one cause', String(WORKER_GIVE_UP_AFTER))
     .option('--json', 'print events as JSON lines on stdout'))
     .action(async (raw: unknown) => {
       const opts = workerSchema.parse(raw);
@@ -105,6 +113,7 @@ export function register(program: Command): void {
           ledger: l.ledger, blobs: l.blobs, runner, gateway, concurrency: opts.concurrency ?? os.availableParallelism() * 2, adaptive,
           leaseMs: opts.lease, windowMs: opts.window, exitWhenIdleMs: opts.exitWhenIdle, faults: faultsFromEnv(),
           kind: opts.kind === 'all' ? undefined : opts.kind,
+          ledgerAt: l.location.ledger, giveUpAfter: opts.giveUpAfter, graceMs: opts.grace,
           onEvent: (e) => {
             if (opts.json) process.stdout.write(JSON.stringify(e) + '\n');
             else { const line = describe(e); if (line) process.stderr.write(`worker: ${line}\n`); }
@@ -114,7 +123,7 @@ export function register(program: Command): void {
         process.once('SIGTERM', onSignal);
         process.once('SIGINT', onSignal);
         const vmFrom = runner.isolation === 'vm' ? (opts.forkPoint ? ` (clones of ${opts.forkPoint})` : opts.warmMachine ? ` (clones of ${opts.warmMachine}.warm)` : ' (throwaway machines, or the stage\'s fork point)') : '';
-        if (!opts.json) process.stderr.write(`worker ${worker.id}: ${runner.isolation} isolation${vmFrom}, concurrency ${adaptive ? `adaptive 1..${worker.concurrency.max}` : worker.concurrency.max}, ledger ${l.location.ledger}\n`);
+        if (!opts.json) process.stderr.write(`worker ${worker.id}: ${runner.isolation} isolation${vmFrom}, concurrency ${adaptive ? `adaptive 1..${worker.concurrency.max}` : worker.concurrency.max}, ledger ${redactUrl(l.location.ledger)}\n`);
         try {
           await worker.run();
         } finally {

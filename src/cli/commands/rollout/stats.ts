@@ -18,7 +18,7 @@ function render(s: LedgerStats & Throughput): string {
     `queue age  p50 ${formatDuration(s.queueAgeP50Ms)}, p99 ${formatDuration(s.queueAgeP99Ms)}`,
     `attempts   ${s.attempts} over ${s.itemsAttempted} items, retry rate ${f(s.retryRate * 100)}%, ${s.attemptsPerMin === null ? '-' : f(s.attemptsPerMin)}/min over ${formatDuration(s.spanMs)}`,
     ...s.stages.map((t) => `stage      ${t.stage} (${t.kind}): ${t.attempts} attempts, ${t.done} done, ${t.failed} failed; time p50 ${dur(t.p50Ms)}, p95 ${dur(t.p95Ms)}`),
-    `leases     ${s.leaseExpiries} expired, ${s.staleRejections} stale tokens rejected`,
+    `leases     ${s.leaseExpiries} expired, ${s.staleRejections} stale tokens rejected, ${s.infraFailures} given back on infrastructure failures`,
     `results    ${s.results} total, ${f(s.resultsPerSec)}/s (last 10 s)`,
     `trajectories ${s.trajectories}, ${s.trajectoriesPerGpuHour === null ? '-' : f(s.trajectoriesPerGpuHour, 0)} per GPU-hour`,
     `inference  ${s.inference.requests} requests, ${s.inference.done} done, ${s.inference.shed} shed, mean batch ${s.inference.meanBatchSize === null ? '-' : f(s.inference.meanBatchSize)}`,
@@ -27,7 +27,7 @@ function render(s: LedgerStats & Throughput): string {
 
 export function register(parent: Command): void {
   ledgerOption(parent.command('stats')
-    .description('queue depth and age, attempts/min, retry rate, p50/p95 time per stage, lease expiries, stale rejections, results/s, trajectories per GPU-hour')
+    .description('queue depth and age, attempts/min, retry rate, p50/p95 time per stage, lease expiries, stale rejections, infrastructure failures, results/s, trajectories per GPU-hour')
     .option('--rollout <id>', 'only this rollout')
     .option('--watch', 'refresh until interrupted')
     .option('--interval <seconds>', 'refresh interval for --watch', '2')
