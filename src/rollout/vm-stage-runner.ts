@@ -1,7 +1,7 @@
 /**
  * `--isolation vm`: each attempt runs in a fresh microVM. With a fork point (saved, or saved once from a warm
- * machine: one point per warm environment, reused by every worker and every restart) the attempt starts one
- * clone from it, which pauses nothing; otherwise it restores a throwaway machine from the boot snapshot
+ * machine, or pulled from a registry by digest and saved once per host, vm-artifact.ts: one point per warm
+ * environment, reused by every worker and every restart) the attempt starts one clone from it, which pauses nothing; otherwise it restores a throwaway machine from the boot snapshot
  * (runEphemeral). Either way the VM exists for this attempt only and is removed however it ends.
  *
  * The input goes in on the command's stdin through the guest channel and the output comes back on stdout,
@@ -19,6 +19,7 @@ import { forkMachine, ForkPointPool, saveForkPoint, type PreparedClone } from '.
 import { ForkPointStore, pidAlive, type MachineService } from '../vm/api/machines.js';
 import { runEphemeral } from '../vm/api/run.js';
 import { stageIsolation, type CpuStage } from './manifest.js';
+import { ensureArtifactPoint } from './vm-artifact.js';
 import { runStageOnChannel } from './vm-stage-io.js';
 import type { StageOutcome, StageRun, StageRunner } from './stage-runner.js';
 import { STAGE_STDERR_TAIL_CHARS, VM_STAGE_MIN_BOOT_MS, VM_STAGE_STDERR_BYTES, WARM_POINT_WAIT_MS } from './limits.js';
@@ -71,7 +72,12 @@ export interface VmStageRunnerOptions {
   bootTimeoutMs?: number;
   /** Profiling (bench:rollout): each point-clone attempt's phase marks, performance.now() ms. */
   onTrace?: (marks: Record<string, number>) => void;
+  /** One line each time an environment is made ready on this host (an artifact pulled, its fork point saved). */
+  onNotice?: (line: string) => void;
 }
+
+/** Where a stage's clones come from: a saved point, a warm machine's point, or a registry artifact's point. */
+type PointSource = { forkPoint?: string; warmMachine?: string; artifact?: string };
 
 /** The fork point a worker saves from a warm machine: one per machine, found again by every worker and restart. */
 export const warmPointName = (machine: string) => `${machine}.warm`;
@@ -81,7 +87,7 @@ export class VmStageRunner implements StageRunner {
   /** Forks of the warm machine go one at a time: the parent's fork lock is per process, not per call. */
   private forkQueue: Promise<unknown> = Promise.resolve();
 
-  /** Fork points by what names them (`point:P`, `warm:M`), each resolved (a warm machine's saved) once. */
+  /** Fork points by what names them (`point:P`, `warm:M`, `artifact:REF`), each resolved (saved, pulled) once. */
   private readonly points = new Map<string, Promise<string>>();
   /** Clones per point waiting with their QEMU up for the next attempts; a clone is removed after its attempt. */
   private readonly pool: ForkPointPool;
@@ -107,11 +113,13 @@ export class VmStageRunner implements StageRunner {
   }
 
   /** The fork point an attempt of this stage clones, or null (a throwaway machine, or the per-attempt fork). */
-  private pointFor(src: { forkPoint?: string; warmMachine?: string }): Promise<string> {
-    const key = src.forkPoint ? `point:${src.forkPoint}` : `warm:${src.warmMachine}`;
+  private pointFor(src: PointSource): Promise<string> {
+    const key = src.forkPoint ? `point:${src.forkPoint}` : src.artifact ? `artifact:${src.artifact}` : `warm:${src.warmMachine}`;
     let p = this.points.get(key);
     if (!p) {
-      p = src.forkPoint ? Promise.resolve(checkPoint(this.o.svc, src.forkPoint)) : ensureWarmPoint(this.o.svc, src.warmMachine!);
+      p = src.forkPoint ? Promise.resolve(checkPoint(this.o.svc, src.forkPoint))
+        : src.artifact ? ensureArtifactPoint(this.o.svc, src.artifact, { onNotice: this.o.onNotice }).then((r) => r.point)
+        : ensureWarmPoint(this.o.svc, src.warmMachine!);
       this.points.set(key, p);
       p.catch(() => this.points.delete(key)); // a failure is retried by the next attempt
     }
@@ -123,8 +131,9 @@ export class VmStageRunner implements StageRunner {
     return this.pool.close();
   }
 
-  private sourceOf(stage: CpuStage): { forkPoint?: string; warmMachine?: string } | null {
+  private sourceOf(stage: CpuStage): PointSource | null {
     const iso = stageIsolation(stage);
+    if (iso.artifact) return { artifact: iso.artifact };
     if (iso.forkPoint || iso.warmMachine) return { forkPoint: iso.forkPoint, warmMachine: iso.warmMachine };
     if (this.o.forkPoint) return { forkPoint: this.o.forkPoint };
     if (this.o.warmMachine && !this.o.forkEachAttempt) return { warmMachine: this.o.warmMachine };
@@ -132,6 +141,18 @@ export class VmStageRunner implements StageRunner {
   }
 
   async run(r: StageRun): Promise<StageOutcome> {
+    const source = this.sourceOf(r.stage);
+    let point: string | null = null;
+    if (source) {
+      // the environment is made ready (an artifact pulled, a point saved) before the attempt's clock starts: a
+      // host's first pull of a disk image is not the command's time, and the worker renews the lease meanwhile
+      try {
+        point = await untilAborted(this.pointFor(source), r.signal);
+      } catch (err) {
+        const aborted = r.signal.aborted;
+        return { exitCode: null, signal: null, output: Buffer.alloc(0), stderrTail: aborted ? '' : `environment not ready: ${(err as Error).message}`, timedOut: false, aborted };
+      }
+    }
     const name = stageName();
     const vm = new StageVm(this.o.svc);
     const stdout = new CappedSink(r.stage.limits.maxOutputBytes, () => vm.kill());
@@ -147,12 +168,11 @@ export class VmStageRunner implements StageRunner {
     const io: ExecIo & { stdin: fs.ReadStream } = { stdin: fs.createReadStream(r.inputPath), stdout, stderr, onStart: (h) => vm.started(h) };
     const cmd = { command: r.stage.command, env, io };
     const deadline = Date.now() + r.timeoutMs;
-    const source = this.sourceOf(r.stage);
     const perAttempt = !source && this.o.warmMachine && this.o.forkEachAttempt ? this.o.warmMachine : null;
     if (!source && !perAttempt) vm.track(name);
     try {
-      const res = source
-        ? await this.inPointClone(await this.pointFor(source), cmd, vm)
+      const res = point
+        ? await this.inPointClone(point, cmd, vm)
         : perAttempt ? await this.inClone(perAttempt, `${name}-`, cmd, vm, deadline)
         : await runEphemeral(this.o.svc, this.o.spec, req, io, {
           name, bootTimeoutMs: Math.max(VM_STAGE_MIN_BOOT_MS, Math.min(r.timeoutMs, this.o.bootTimeoutMs ?? Infinity)), signal: vm.signal,
@@ -244,6 +264,16 @@ export class VmStageRunner implements StageRunner {
     this.forkQueue = p.catch(() => undefined);
     return p;
   }
+}
+
+/** p, or a rejection as soon as signal aborts (p goes on: another attempt may use what it makes ready). */
+function untilAborted<T>(p: Promise<T>, signal: AbortSignal): Promise<T> {
+  if (signal.aborted) return Promise.reject(new Error('aborted'));
+  return new Promise<T>((resolve, reject) => {
+    const onAbort = () => reject(new Error('aborted'));
+    signal.addEventListener('abort', onAbort, { once: true });
+    p.then(resolve, reject).finally(() => signal.removeEventListener('abort', onAbort));
+  });
 }
 
 interface StageCommand { command: string[]; env: Record<string, string>; io: ExecIo & { stdin: fs.ReadStream } }

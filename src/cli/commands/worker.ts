@@ -80,7 +80,10 @@ async function vmStageRunner(o: { warmMachine?: string; forkPoint?: string; smol
   const [{ VmStageRunner }, { machineService }, { specFromFlags }] = await Promise.all([
     import('../../rollout/vm-stage-runner.js'), import('../context.js'), import('../machine-options.js'),
   ]);
-  return VmStageRunner.create({ svc: machineService(), spec: specFromFlags({ smolfile: o.smolfile }), warmMachine: o.warmMachine, forkPoint: o.forkPoint });
+  return VmStageRunner.create({
+    svc: machineService(), spec: specFromFlags({ smolfile: o.smolfile }), warmMachine: o.warmMachine, forkPoint: o.forkPoint,
+    onNotice: (line) => process.stderr.write(`smol: ${line}\n`), // a stage's artifact pulled, its point saved: once per host
+  });
 }
 
 export function register(program: Command): void {
