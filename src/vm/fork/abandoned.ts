@@ -15,6 +15,7 @@ import type { MachineService } from '../service.js';
 import { diskUsage } from '../usage.js';
 import { forkDir, forkOwnerFile, removeUnrecordedFork } from './cleanup.js';
 import { discardTakenSpare } from './spare.js';
+import { FORK_UNOWNED_GRACE_MS } from '../limits.js';
 
 const forkOwnerSchema = z.object({
   pid: z.number().int(),
@@ -26,7 +27,6 @@ const forkOwnerSchema = z.object({
 type ForkOwner = z.infer<typeof forkOwnerSchema>;
 
 /** A directory made but not yet owned is a fork in its first microseconds, unless it is this old. */
-const UNOWNED_GRACE_MS = 60_000;
 
 /** Makes the fork's directory and records who is making it; call before anything else of the fork exists. */
 export function claimForkDir(home: string, forkId: string, owner: Omit<ForkOwner, 'pid'>): string {
@@ -93,7 +93,7 @@ export async function sweepAbandonedForks(svc: MachineService): Promise<string[]
     } catch {
       continue; // released meanwhile
     }
-    if (owner ? pidAlive(owner.pid) : Date.now() - since < UNOWNED_GRACE_MS) continue;
+    if (owner ? pidAlive(owner.pid) : Date.now() - since < FORK_UNOWNED_GRACE_MS) continue;
     const found = owner && svc.store.find(owner.parent);
     let unlock = () => {};
     try {

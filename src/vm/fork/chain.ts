@@ -12,8 +12,9 @@ import { ForkPointStore } from '../store/fork-points.js';
 import type { MachineStore } from '../store/machines.js';
 import { diskUsage } from '../usage.js';
 import type { ForkOps } from './types.js';
+import { DEFAULT_MAX_CHAIN_DEPTH } from '../limits.js';
 
-export const DEFAULT_MAX_CHAIN_DEPTH = 16;
+export { DEFAULT_MAX_CHAIN_DEPTH };
 /** The active overlay, one merged layer and the image base: a merge cannot go below this. */
 const MIN_DEPTH = 3;
 

@@ -22,6 +22,7 @@ import { assertCompatible } from './identity.js';
 import { cloneEnv, cloneNames, parentEnv } from './plan.js';
 import { discardSpare, discardTakenSpare, startSpare, takeSpare, type Spare } from './spare.js';
 import type { CaptureRequest, PreparedCapture, PrimedRestore } from './types.js';
+import { AGENT_HELLO_TIMEOUT_MS, CHANNEL_WAIT_MS, FORK_READY_TIMEOUT_MS, RESTORE_TIMEOUT_MS } from '../limits.js';
 
 export interface ForkOptions {
   count?: number;
@@ -111,7 +112,7 @@ export async function forkMachine(svc: MachineService, nameOrId: string, o: Fork
     parentCh = await openFreePort(svc, parent);
     if (o.waitReady) {
       o.onProgress?.('waiting for smol-fork-ready in the parent');
-      await waitForReady(parentCh.ch, o.readyTimeoutMs ?? 300_000);
+      await waitForReady(parentCh.ch, o.readyTimeoutMs ?? FORK_READY_TIMEOUT_MS);
     }
     const dir = forkDir(svc.home, forkId);
     // a clone's RAM is private, so its state carries the RAM and clones start from an empty (sparse) template
@@ -123,7 +124,7 @@ export async function forkMachine(svc: MachineService, nameOrId: string, o: Fork
     }
     const { ch: pch, port } = parentCh;
     const jobs: CloneJob[] = clones.map((c, i) => ({
-      rec: c.rec, index: ids[i].index, env: ids[i].env, memFile, frozenDisk: insp.diskFile, port, diskSize: insp.diskSize, restoreTimeoutMs: o.restoreTimeoutMs ?? 30_000,
+      rec: c.rec, index: ids[i].index, env: ids[i].env, memFile, frozenDisk: insp.diskFile, port, diskSize: insp.diskSize, restoreTimeoutMs: o.restoreTimeoutMs ?? RESTORE_TIMEOUT_MS,
     }));
     const adopt = async (j: CloneJob, pid: number): Promise<CloneOutcome> => {
       svc.store.update(j.rec.id, { pid, startedAt: Date.now() });
@@ -221,7 +222,7 @@ async function discardFailed(svc: MachineService, clones: { rec: MachineRecord; 
  */
 export async function openFreePort(svc: MachineService, rec: MachineRecord): Promise<{ ch: GuestChannel; port: number; release: () => void }> {
   const layout = svc.layout(rec);
-  const deadline = Date.now() + 30_000;
+  const deadline = Date.now() + CHANNEL_WAIT_MS;
   for (;;) {
     for (let port = AGENT_PORTS - 1; port >= 0; port--) {
       let release: () => void;
@@ -231,7 +232,7 @@ export async function openFreePort(svc: MachineService, rec: MachineRecord): Pro
         continue;
       }
       try {
-        return { ch: await svc.engine.connect(layout, port, 10_000), port, release };
+        return { ch: await svc.engine.connect(layout, port, AGENT_HELLO_TIMEOUT_MS), port, release };
       } catch (err) {
         release();
         throw err;

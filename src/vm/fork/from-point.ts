@@ -15,6 +15,7 @@ import { prelaunchClone, startClone, type CloneJob, type CloneOutcome } from './
 import { assertCompatible } from './identity.js';
 import { cloneEnv, cloneNames } from './plan.js';
 import type { PrimedRestore } from './types.js';
+import { RESTORE_TIMEOUT_MS } from '../limits.js';
 
 export interface FromPointOptions {
   count?: number;
@@ -84,7 +85,7 @@ export async function prepareClone(svc: MachineService, pointName: string, name:
   });
   const job: CloneJob = {
     rec, index: id.index, env: id.env, memFile: fp.memFile, frozenDisk: fp.frozenDisk, port: fp.source.port,
-    diskSize: fp.source.diskSize, restoreTimeoutMs: o.restoreTimeoutMs ?? 30_000,
+    diskSize: fp.source.diskSize, restoreTimeoutMs: o.restoreTimeoutMs ?? RESTORE_TIMEOUT_MS,
     overlayTemplate: path.join(path.dirname(fp.stateFile), 'clone-overlay.qcow2'),
   };
   try {

@@ -6,6 +6,7 @@
 import { Readable } from 'node:stream';
 import { TimeoutError } from '../../errors/index.js';
 import type { GuestChannel } from '../engine.js';
+import { FORK_GUEST_SCRIPT_MS } from '../limits.js';
 
 /** On the PATH that /init gives every guest process (/usr/local/bin is not on it). */
 export const FORK_READY_PATH = '/usr/bin/smol-fork-ready';
@@ -73,7 +74,7 @@ async function run(ch: GuestChannel, script: string, input: string | null, timeo
 }
 
 export async function installForkHelper(ch: GuestChannel): Promise<void> {
-  const r = await run(ch, `mkdir -p ${FORK_READY_PATH.replace(/\/[^/]+$/, '')} && cat > ${FORK_READY_PATH}.tmp && chmod 755 ${FORK_READY_PATH}.tmp && mv ${FORK_READY_PATH}.tmp ${FORK_READY_PATH}`, FORK_READY_SCRIPT, 10_000);
+  const r = await run(ch, `mkdir -p ${FORK_READY_PATH.replace(/\/[^/]+$/, '')} && cat > ${FORK_READY_PATH}.tmp && chmod 755 ${FORK_READY_PATH}.tmp && mv ${FORK_READY_PATH}.tmp ${FORK_READY_PATH}`, FORK_READY_SCRIPT, FORK_GUEST_SCRIPT_MS);
   if (r.code !== 0) throw new Error(`installing ${FORK_READY_PATH} failed: ${r.err.trim()}`);
 }
 
@@ -97,7 +98,7 @@ export interface GuestIdentity { hostname: string; machineId: string; entropy: B
  * than the release key applies the identity, refuses the key, and the waiters get the shell release.
  * A parent keeps its identity (id null): the native release only spares the CPU its clones are starting on.
  */
-export async function identifyAndRelease(ch: GuestChannel, id: GuestIdentity | null, env: Record<string, string>, timeoutMs = 10_000): Promise<number> {
+export async function identifyAndRelease(ch: GuestChannel, id: GuestIdentity | null, env: Record<string, string>, timeoutMs = FORK_GUEST_SCRIPT_MS): Promise<number> {
   try {
     const r = await ch.configure({ ...(id ?? {}), forkRelease: { dir: FORK_DIR, envFile: FORK_ENV_FILE, text: envFileText(env) } });
     if (r.released !== null) return r.released;
@@ -108,7 +109,7 @@ export async function identifyAndRelease(ch: GuestChannel, id: GuestIdentity | n
 }
 
 /** Writes the env file and wakes the waiters with a shell in the guest; returns how many were woken. */
-export async function releaseWaiters(ch: GuestChannel, env: Record<string, string>, timeoutMs = 10_000): Promise<number> {
+export async function releaseWaiters(ch: GuestChannel, env: Record<string, string>, timeoutMs = FORK_GUEST_SCRIPT_MS): Promise<number> {
   const r = await run(ch, RELEASE_SCRIPT, envFileText(env), timeoutMs);
   if (r.code !== 0) throw new Error(`releasing the fork point failed: ${r.err.trim() || `exit ${r.code}`}`);
   return Number(r.out.trim()) || 0;

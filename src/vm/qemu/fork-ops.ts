@@ -15,6 +15,7 @@ import { strayQemuPid, type MachineLayout } from '../layout.js';
 import { dieAt } from '../fork/faults.js';
 import { armSparseCopy } from '../fork/sparse-copy.js';
 import type { CaptureRequest, CaptureResult, ForkOps, Inspection, MemoryMode, PreparedCapture, PrimedRestore, VmIdentity } from '../fork/types.js';
+import { FORK_CANCEL_SAVE_MS, FORK_SAVE_STATE_MS, LAYER_MERGE_MS, QMP_CONNECT_MS } from '../limits.js';
 
 /** The default 32 MiB/s cap would make even a device-state-only save slow; the file is local. */
 const MAX_BANDWIDTH = 64 * 1024 ** 3;
@@ -29,7 +30,7 @@ export function createQemuForkOps(getLauncher: () => Promise<QemuLauncher>): For
   let qemuVersion: Promise<string> | undefined;
   return {
     async inspect(layout: MachineLayout): Promise<Inspection> {
-      const qmp = await QmpClient.connect(layout.qmpSocket, 5_000);
+      const qmp = await QmpClient.connect(layout.qmpSocket, QMP_CONNECT_MS);
       try {
         const v = qmp.version;
         const kvm = await qmp.execute<{ enabled: boolean }>('query-kvm');
@@ -67,14 +68,14 @@ export function createQemuForkOps(getLauncher: () => Promise<QemuLauncher>): For
     prepareCapture,
 
     async resumeAbandoned(layout: MachineLayout): Promise<boolean> {
-      const qmp = await QmpClient.connect(layout.qmpSocket, 5_000);
+      const qmp = await QmpClient.connect(layout.qmpSocket, QMP_CONNECT_MS);
       try {
         if ((await qmp.execute<{ running: boolean }>('query-status')).running) return false;
         // a save the dead fork started may still be writing its (now unwanted) state file
         const m = await qmp.execute<MigrateInfo>('query-migrate');
         if (m.status === 'active' || m.status === 'setup' || m.status === 'device' || m.status === 'cancelling') {
           if (m.status !== 'cancelling') await qmp.execute('migrate_cancel');
-          await waitMigration(qmp, 10_000, 'cancelling the abandoned save').catch(() => undefined);
+          await waitMigration(qmp, FORK_CANCEL_SAVE_MS, 'cancelling the abandoned save').catch(() => undefined);
         }
         await qmp.execute('cont');
         return true;
@@ -91,13 +92,13 @@ export function createQemuForkOps(getLauncher: () => Promise<QemuLauncher>): For
     primeRestore,
 
     async commitLayers(layout: MachineLayout, top: string, base: string): Promise<void> {
-      const qmp = await QmpClient.connect(layout.qmpSocket, 5_000);
+      const qmp = await QmpClient.connect(layout.qmpSocket, QMP_CONNECT_MS);
       const job = `smol-merge-${Date.now().toString(36)}`;
       try {
         // an intermediate commit: the guest keeps running on its top overlay, which QEMU re-points at base;
         // auto-dismiss off so a failed job stays to be read
         await qmp.execute('block-commit', { 'job-id': job, device: ROOT_DEVICE, top, base, 'auto-dismiss': false, speed: 0 });
-        const deadline = Date.now() + 600_000;
+        const deadline = Date.now() + LAYER_MERGE_MS;
         for (;;) {
           const j = (await qmp.execute<JobInfo[]>('query-jobs')).find((x) => x.id === job);
           if (!j) throw new ForkError(`merging disk layers failed: job ${job} vanished`);
@@ -106,7 +107,7 @@ export function createQemuForkOps(getLauncher: () => Promise<QemuLauncher>): For
             if (j.error) throw new ForkError(`merging disk layers ${path.basename(top)}…${path.basename(base)} failed: ${j.error}`);
             return;
           }
-          if (Date.now() > deadline) throw new TimeoutError('merging disk layers did not finish within 600s');
+          if (Date.now() > deadline) throw new TimeoutError(`merging disk layers did not finish within ${LAYER_MERGE_MS / 1000}s`);
           await new Promise((r) => setTimeout(r, 10));
         }
       } finally {
@@ -131,7 +132,7 @@ async function prepareCapture(layout: MachineLayout, req: CaptureRequest): Promi
   };
   let frozenDisk: string | null;
   try {
-    qmp = await QmpClient.connect(layout.qmpSocket, 5_000);
+    qmp = await QmpClient.connect(layout.qmpSocket, QMP_CONNECT_MS);
     await qmp.execute('migrate-set-capabilities', { capabilities: [{ capability: 'x-ignore-shared', state: true }] });
     await qmp.execute('migrate-set-parameters', { 'max-bandwidth': MAX_BANDWIDTH });
     const root = (await qmp.execute<BlockInfo[]>('query-block')).find((b) => b.device === ROOT_DEVICE)?.inserted;
@@ -169,7 +170,7 @@ async function prepareCapture(layout: MachineLayout, req: CaptureRequest): Promi
           // into a socket smol listens on, not `exec:cat`: that forks QEMU (its guest RAM and code cache
           // mapped) and starts a shell and cat, all inside the pause and beside the copy on the same cores
           await ctl.execute('migrate', { uri: `unix:${state.path}` });
-          await waitMigration(ctl, 60_000, 'saving the device state');
+          await waitMigration(ctl, FORK_SAVE_STATE_MS, 'saving the device state');
           await state.written;
           steps.save = now() - t;
           await copied;
