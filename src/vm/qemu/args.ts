@@ -161,8 +161,9 @@ function netdevArg(n: NicSpec): string {
 /**
  * QEMU's seccomp filter: a guest that escapes into QEMU meets a process that cannot load modules, reboot,
  * mount, swap, kexec, call obsolete syscalls or change scheduling and resource limits. `spawn=deny` and
- * `elevateprivileges=deny` would go further, but both kill QEMU at -daemonize (it forks and calls setsid),
- * and the fork save migrates through `exec:cat`. SMOL_QEMU_SANDBOX=off is for a QEMU built without seccomp.
+ * `elevateprivileges=deny` would go further, but both kill QEMU at -daemonize (it forks and calls setsid).
+ * (The fork save no longer needs a spawn: it migrates into a socket smol listens on.) SMOL_QEMU_SANDBOX=off
+ * is for a QEMU built without seccomp.
  */
 export function sandboxArgs(env: NodeJS.ProcessEnv = process.env): string[] {
   return env.SMOL_QEMU_SANDBOX === 'off' ? [] : ['-sandbox', 'on,obsolete=deny,resourcecontrol=deny'];
