@@ -54,7 +54,8 @@ export async function ensureArtifactPoint(svc: MachineService, ref: string, o: {
   const file = pulledArtifactFile(svc.home, ref);
   const deadline = Date.now() + (o.waitMs ?? ARTIFACT_POINT_WAIT_MS);
   for (;;) {
-    if (usablePoint(svc, point, file, ref)) return { point, pulled: false, saved: false };
+    // a machine of the point's name is another worker preparing it, or one killed half-way: take the lock
+    if (!svc.store.find(point) && usablePoint(svc, point, file, ref)) return { point, pulled: false, saved: false };
     let unlock: () => void;
     try {
       unlock = svc.store.lock(`artifact:${digestOf(ref)}`, 'pull', ref);
@@ -65,6 +66,8 @@ export async function ensureArtifactPoint(svc: MachineService, ref: string, o: {
       continue;
     }
     try {
+      // holding the lock, a machine of the point's name is a killed worker's (its QEMU may still run)
+      if (svc.store.find(point)) await svc.remove(point, { force: true, cascade: true });
       // the holder we waited for may have saved it
       if (usablePoint(svc, point, file, ref)) return { point, pulled: false, saved: false };
       return await prepare(svc, ref, point, file, o.onNotice);
@@ -102,8 +105,6 @@ async function prepare(svc: MachineService, ref: string, point: string, file: st
   const spec = mergeSpec(undefined, undefined, {
     image: file, cpus: manifest.resources.cpus, memory: manifest.resources.memoryMiB, env: manifest.env, workdir: manifest.workdir, command: manifest.entrypoint,
   });
-  // a worker killed while preparing left its machine; holding the lock, nobody else is using it
-  if (svc.store.find(point)) await svc.remove(point, { force: true, cascade: true });
   let booted = manifest.resume ? undefined : 'the artifact carries no memory';
   const rec = await svc.create(spec, { name: point });
   try {
