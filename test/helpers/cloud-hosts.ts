@@ -21,23 +21,30 @@ export interface Cloud {
   /** http://GPU-ADDR:8470, served by the gateway in the GPU host's namespace. */
   gatewayUrl: string;
   token: string;
-  on(host: string, args: string[]): Proc;
+  on(host: string, args: string[], env?: NodeJS.ProcessEnv): Proc;
   runOn(host: string, args: string[]): Promise<{ code: number | null; stdout: string; stderr: string }>;
   /** `smol worker --json` on a CPU host, with the gateway and the token file in that host's own home. */
-  worker(host: string, args?: string[]): Proc;
+  worker(host: string, args?: string[], env?: NodeJS.ProcessEnv): Proc;
   /** Writes a manifest into the GPU host's home and submits it from there. */
   submit(name: string, yaml: string): Promise<void>;
   /** The test's own look at the ledger, over PostgreSQL's Unix socket (opened per call: the server may restart). */
   view<T>(fn: (l: PostgresLedger) => Promise<T>): Promise<T>;
+  /** SIGKILLs every process started on a host except the gateway (after each test, so none outlives it). */
+  killWorkers(): Promise<void>;
   close(): Promise<void>;
 }
 
 const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
 
-/** Polls `cond` until it holds; a deadline for a hung run, not a timing assertion. */
-export async function until(what: string, cond: () => Promise<boolean>, timeoutMs = 60_000): Promise<void> {
+/**
+ * Polls `cond` until it holds; a deadline for a hung run, not a timing assertion. A process in `watch` that
+ * exits first fails the wait at once, with its exit code and the end of its stderr.
+ */
+export async function until(what: string, cond: () => Promise<boolean>, watch: Proc[] = [], timeoutMs = 60_000): Promise<void> {
   const end = Date.now() + timeoutMs;
   while (!(await cond().catch(() => false))) {
+    const gone = watch.find((p) => p.child.exitCode !== null || p.child.signalCode !== null);
+    if (gone) throw new Error(`waiting until ${what}: pid ${gone.child.pid} exited ${gone.child.exitCode ?? gone.child.signalCode}: ${gone.stderr.slice(-1500)}`);
     if (Date.now() > end) throw new Error(`timed out waiting until ${what}`);
     await sleep(200);
   }
@@ -76,19 +83,24 @@ export async function startCloud(workerHosts: string[]): Promise<Cloud> {
       fs.writeFileSync(path.join(homes[h], 'gateway.token'), `${token}\n`, { mode: 0o600 });
     }
     const envOf = (h: string): NodeJS.ProcessEnv => ({ SMOL_HOME: homes[h], SMOL_LEDGER: pg!.url, SMOL_BLOBS: '', SMOL_GATEWAY_TOKEN: '' });
-    const on = (h: string, args: string[]) => {
-      const p = smol(args, envOf(h), lan.hosts[h].exec);
+    const on = (h: string, args: string[], env: NodeJS.ProcessEnv = {}) => {
+      const p = smol(args, { ...envOf(h), ...env }, lan.hosts[h].exec);
       procs.push(p);
       return p;
     };
     upstream = await startUpstreamIn(gpu);
     const gw = on('gpu', ['gateway', '--json', '--listen', `${gpu.addr}:8470`, '--upstream', 'http://127.0.0.1:8000', '--token-file', path.join(homes.gpu, 'gateway.token'), '--batch-window', '20']);
     const gatewayUrl = String((await gw.waitFor((e) => typeof e.url === 'string')).url);
+    const killWorkers = async () => {
+      const others = procs.filter((p) => p !== gw);
+      for (const p of others) { p.kill('SIGCONT'); p.kill('SIGKILL'); }
+      await Promise.all(others.map((p) => p.exited));
+    };
     return {
-      lan, pg, gpu, homes, gatewayUrl, token, on, close,
+      lan, pg, gpu, homes, gatewayUrl, token, on, close, killWorkers,
       runOn: (h, args) => smolRun(args, envOf(h), lan.hosts[h].exec),
-      worker: (h, args = []) => on(h, ['worker', '--json', '--kind', 'all', '--gateway', gatewayUrl, '--gateway-token-file', path.join(homes[h], 'gateway.token'),
-        '--window', '300ms', ...args]),
+      worker: (h, args = [], env = {}) => on(h, ['worker', '--json', '--kind', 'all', '--gateway', gatewayUrl, '--gateway-token-file', path.join(homes[h], 'gateway.token'),
+        '--window', '300ms', ...args], env),
       async submit(name, yaml) {
         const file = path.join(homes.gpu, `${name}.yaml`);
         fs.writeFileSync(file, yaml);

@@ -76,7 +76,7 @@ describe.skipIf(skip)(`the cloud plane across namespaces${skip ? ` (skipped: ${s
     // both are claiming (a window has ended) before there is work, so both get a share of it
     await Promise.all(Object.values(workers).map((w) => w.waitFor((e) => e.type === 'concurrency')));
     await cloud.submit('hybrid', hybrid);
-    await until('24 items are done', () => cloud.view(async (l) => (await l.getRollout('hybrid'))!.counts.done === 24));
+    await until('24 items are done', () => cloud.view(async (l) => (await l.getRollout('hybrid'))!.counts.done === 24), Object.values(workers));
     for (const w of Object.values(workers)) w.kill('SIGTERM');
     for (const [h, w] of Object.entries(workers)) expect(await w.exited, `${h}: ${w.stderr}`).toBe(0);
 
