@@ -31,6 +31,10 @@ export class PostgresLedger implements Ledger {
   static async connect(opts: { url: string; max?: number }): Promise<PostgresLedger> {
     const pool = new pg.Pool({ connectionString: opts.url, max: opts.max ?? PG_POOL_MAX });
     pool.on('error', () => { /* idle client errors surface on the next query */ });
+    // pg-pool drops its own listener while a client is checked out, so a server restart (57P01) or a reset
+    // between two statements of a transaction would be an unhandled 'error' that kills the worker; the
+    // failed statement already rejects, and the pool discards the broken client when it is released
+    pool.on('connect', (c) => { c.on('error', () => undefined); });
     const l = new PostgresLedger(pool);
     try {
       await l.migrate();
