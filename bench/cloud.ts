@@ -255,14 +255,16 @@ async function main(): Promise<void> {
     process.exitCode = 69;
     return;
   }
-  const server = await startPostgres();
+  // before the server starts, so an interrupt in its start-up does not leave it running
+  let started: PgServer | undefined;
   const stop = () => {
     for (const c of children) c.kill('SIGKILL');
-    server.stop();
+    started?.stop();
     process.exit(130);
   };
   process.once('SIGINT', stop);
   process.once('SIGTERM', stop);
+  const server = started = await startPostgres();
   const admin = new pg.Client({ connectionString: server.url() });
   await admin.connect();
   try {
