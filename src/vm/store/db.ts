@@ -1,4 +1,4 @@
-/** The machine registry: one SQLite file under $SMOL_HOME, shared by every smol process on the host. */
+/** The machine database: one SQLite file under $SMOL_HOME, shared by every smol process on the host. */
 import fs from 'node:fs';
 import path from 'node:path';
 import Database from 'better-sqlite3';
@@ -66,16 +66,21 @@ export function openMachineDb(file: string): Db {
     migrate(db);
     return db;
   } catch (err) {
-    throw mapFsError(err, `opening the machine registry ${file}`);
+    throw mapFsError(err, `opening the machine database ${file}`);
   }
 }
 
+/**
+ * The version is read inside the write transaction: two processes opening a fresh file together (two workers
+ * starting at once) would otherwise both see version 0 and the second would run each migration again.
+ */
 function migrate(db: Db): void {
-  const current = db.pragma('user_version', { simple: true }) as number;
-  for (let v = current; v < migrations.length; v++) {
-    db.transaction(() => {
-      db.exec(migrations[v]);
-      db.pragma(`user_version = ${v + 1}`);
-    }).immediate();
-  }
+  const step = db.transaction((): boolean => {
+    const v = db.pragma('user_version', { simple: true }) as number;
+    if (v >= migrations.length) return false;
+    db.exec(migrations[v]);
+    db.pragma(`user_version = ${v + 1}`);
+    return true;
+  });
+  while (step.immediate());
 }
