@@ -14,6 +14,7 @@ import type pg from 'pg';
 import { blobMaxBytes, digestOf, isDigest, overCapOnRead, tooLarge } from './blob-common.js';
 import type { BlobStore } from './blobs.js';
 import { IntegrityError } from './errors.js';
+import { inTransaction } from './pg-tx.js';
 import { BLOB_CHUNK_BYTES, PG_BLOB_CHUNKS_PER_READ, PG_BLOB_LOOKUP_BATCH } from './limits.js';
 import { mapFsError } from '../errors/index.js';
 
@@ -127,19 +128,9 @@ export class PostgresBlobStore implements BlobStore {
     });
   }
 
-  private async tx<T>(fn: (c: pg.PoolClient) => Promise<T>): Promise<T> {
-    const c = await this.pool.connect();
-    try {
-      await c.query('BEGIN');
-      const r = await fn(c);
-      await c.query('COMMIT');
-      return r;
-    } catch (err) {
-      await c.query('ROLLBACK').catch(() => undefined);
-      throw err;
-    } finally {
-      c.release();
-    }
+  /** Not retried: a put may be consuming a stream. */
+  private tx<T>(fn: (c: pg.PoolClient) => Promise<T>): Promise<T> {
+    return inTransaction(this.pool, fn);
   }
 
   async *read(digest: string): AsyncIterable<Buffer> {

@@ -7,6 +7,7 @@ import { LedgerVersionError } from './errors.js';
 import { LedgerError } from '../errors/index.js';
 import { postgresMigrations } from './postgres-migrations.js';
 import { PostgresReads } from './postgres-reads.js';
+import { inTransaction } from './pg-tx.js';
 import { attemptCount, DEADLINE_MISSED, holdsLease, rejectReason, settle, type Settlement } from './lease-rule.js';
 import { PG_INSERT_CHUNK, PG_POOL_MAX, PG_TX_RETRIES, RECLAIM_BATCH } from './limits.js';
 import { ITEM_COLUMNS, itemValues, rowToItem } from './rows.js';
@@ -18,7 +19,6 @@ import type {
 
 type Client = pg.PoolClient;
 type Row = Record<string, unknown>;
-const RETRYABLE = new Set(['40001', '40P01']); // serialization failure, deadlock
 
 export class PostgresLedger implements Ledger {
   readonly backend = 'postgres' as const;
@@ -59,22 +59,8 @@ export class PostgresLedger implements Ledger {
     });
   }
 
-  private async tx<T>(fn: (c: Client) => Promise<T>): Promise<T> {
-    for (let n = 0; ; n++) {
-      const c = await this.pool.connect();
-      try {
-        await c.query('BEGIN');
-        const r = await fn(c);
-        await c.query('COMMIT');
-        return r;
-      } catch (err) {
-        await c.query('ROLLBACK').catch(() => undefined);
-        if (n < PG_TX_RETRIES && RETRYABLE.has((err as { code?: string }).code ?? '')) continue;
-        throw err;
-      } finally {
-        c.release();
-      }
-    }
+  private tx<T>(fn: (c: Client) => Promise<T>): Promise<T> {
+    return inTransaction(this.pool, fn, PG_TX_RETRIES);
   }
 
   private async clock(c: Client | pg.Pool): Promise<number> {
