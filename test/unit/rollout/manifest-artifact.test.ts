@@ -6,26 +6,18 @@ import fs from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
 import { describe, expect, it } from 'vitest';
-import { ValidationError } from '../../../src/errors/index.js';
 import { BlobStore } from '../../../src/ledger/blobs.js';
 import { SqliteLedger } from '../../../src/ledger/sqlite.js';
 import { environmentVersion, manifestSchema, parseManifest, stageIsolation, type CpuStage } from '../../../src/rollout/manifest.js';
 import { submitRollout } from '../../../src/rollout/submit.js';
+import { validationIssues } from '../../helpers/validation.js';
 
 const D1 = `sha256:${'a1'.repeat(32)}`;
 const D2 = `sha256:${'b2'.repeat(32)}`;
 const head = (env: string) => `apiVersion: smol/v1\nkind: Rollout\nname: x\n${env}generate: { count: 2, template: t }\nstages:\n`;
 const stage = (name: string, ref: string) => `  - { name: ${name}, kind: cpu, command: [x], isolation: { vm: { artifact: "${ref}" } } }\n`;
 
-function issuesOf(text: string): { path: string; message: string }[] {
-  try {
-    parseManifest(text);
-  } catch (err) {
-    expect(err).toBeInstanceOf(ValidationError);
-    return (err as ValidationError).issues;
-  }
-  throw new Error('expected a ValidationError');
-}
+const issuesOf = (text: string) => validationIssues(() => parseManifest(text));
 
 describe('rollout manifest: environments from registry artifacts', () => {
   it('reads a digest-pinned artifact reference into the stage\'s isolation', () => {

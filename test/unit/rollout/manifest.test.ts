@@ -8,18 +8,11 @@ import { SqliteLedger } from '../../../src/ledger/sqlite.js';
 import { parseManifest, samplesOf, stageIsolation, type CpuStage } from '../../../src/rollout/manifest.js';
 import { readManifestFile, submitRollout } from '../../../src/rollout/submit.js';
 import { ConflictError } from '../../../src/errors/index.js';
+import { validationIssues } from '../../helpers/validation.js';
 
 const example = fs.readFileSync(path.join(import.meta.dirname, '../../../examples/rollout/manifest.yaml'), 'utf8');
 
-function issuesOf(text: string): { path: string; message: string }[] {
-  try {
-    parseManifest(text);
-  } catch (err) {
-    expect(err).toBeInstanceOf(ValidationError);
-    return (err as ValidationError).issues;
-  }
-  throw new Error('expected a ValidationError');
-}
+const issuesOf = (text: string) => validationIssues(() => parseManifest(text));
 
 describe('rollout manifest', () => {
   it('accepts the shipped example and applies defaults', () => {

@@ -2,17 +2,9 @@ import { describe, expect, it } from 'vitest';
 import { parseSmolfile } from '../../../src/smolfile/load.js';
 import { mergeSpec } from '../../../src/smolfile/merge.js';
 import { parseMemoryMiB } from '../../../src/smolfile/schema.js';
-import { ValidationError } from '../../../src/errors/index.js';
+import { validationIssues } from '../../helpers/validation.js';
 
-function issuesOf(text: string): { path: string; message: string }[] {
-  try {
-    parseSmolfile(text, 'Smolfile');
-  } catch (e) {
-    expect(e).toBeInstanceOf(ValidationError);
-    return (e as ValidationError).issues;
-  }
-  throw new Error('expected a ValidationError');
-}
+const issuesOf = (text: string) => validationIssues(() => parseSmolfile(text, 'Smolfile'));
 
 describe('Smolfile', () => {
   it('applies defaults to an empty file', () => {
