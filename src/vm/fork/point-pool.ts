@@ -11,6 +11,7 @@ import os from 'node:os';
 import type { MachineService } from '../service.js';
 import type { CloneOutcome } from './clone.js';
 import { prepareClone, startPrepared, type PreparedClone } from './from-point.js';
+import { sparesEnabled } from './spare.js';
 
 export interface PointPoolOptions {
   /** A new clone's name, unique (a caller may recognise its clones by it, e.g. to reap a dead process's). */
@@ -90,7 +91,7 @@ export class ForkPointPool {
   }
 
   private refill(point: string): void {
-    if (this.closed || process.env.SMOL_FORK_SPARE === '0') return;
+    if (this.closed || !sparesEnabled()) return;
     const pool = this.waiting.get(point) ?? [];
     this.waiting.set(point, pool);
     while (pool.length < Math.min(this.peak, Math.max(1, os.cpus().length))) {

@@ -25,6 +25,8 @@ const spareSchema = z.object({
 }).strict();
 export type Spare = z.infer<typeof spareSchema>;
 
+/** SMOL_FORK_SPARE=0 turns off clones started ahead (a waiting clone's QEMU costs ~30 MiB): fork spares and fork-point pools. */
+export const sparesEnabled = (env: NodeJS.ProcessEnv = process.env): boolean => env.SMOL_FORK_SPARE !== '0';
 const spareFile = (svc: MachineService, parent: MachineRecord) => path.join(svc.layout(parent).dir, 'spare.json');
 export const hasSpare = (svc: MachineService, parent: MachineRecord) => fs.existsSync(spareFile(svc, parent));
 /** Named as fork.ts names the overlay a fork moves the parent onto. */
@@ -47,7 +49,7 @@ function write(file: string, s: Spare): void {
 export async function startSpare(svc: MachineService, parent: MachineRecord, backing: string, diskSize: number): Promise<void> {
   const file = spareFile(svc, parent);
   await discardSpare(svc, parent);
-  if (process.env.SMOL_FORK_SPARE === '0') return; // the spare's QEMU costs ~30 MiB while it waits
+  if (!sparesEnabled()) return;
   const spare: Spare = { id: newMachineId(), forkId: newMachineId(), pid: null, backing, memoryMiB: parent.spec.memory };
   // recorded before anything exists, so a smol killed half-way leaves a spare that the next discard finds
   write(file, spare);
