@@ -26,6 +26,8 @@ export interface LaunchOptions {
   onProgress?: Progress;
   /** Launch as a fork clone: map this memory template copy-on-write and wait paused for the state (fork/). */
   clone?: { memFile: string; share?: boolean };
+  /** Wait paused for a saved state, on ordinary (anonymous) RAM: a machine paused to disk that was not forkable. */
+  incoming?: boolean;
   /**
    * Volumes come later (volumes/hotplug.ts): boot with an empty PCIe root port and no virtiofs device, so the
    * machine can be saved and restored as a boot snapshot; plugVolumes adds the device once the guest runs.

@@ -93,7 +93,7 @@ export function createQemuEngine(home: string, o: QemuEngineOptions = {}): Engin
           disks: lo.diskless ? [] : [{ path: layout.disk, format: 'qcow2', id: 'root' }], rootDisk: !lo.diskless,
           net: spec.net, ports: AGENT_PORTS, channel: 'serial',
           memoryBackend: lo.clone ? { path: lo.clone.memFile, share: !!lo.clone.share } : lo.forkable ? { path: layout.memFile, share: true } : undefined,
-          incomingDefer: !!lo.clone, sharedFs, pciHotplug: !!(lo.fsHotplug && fsStart),
+          incomingDefer: !!lo.clone || !!lo.incoming, sharedFs, pciHotplug: !!(lo.fsHotplug && fsStart),
         })).pid;
         trace('qemu: launched');
         await net.afterLaunch();
