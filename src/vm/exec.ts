@@ -94,7 +94,8 @@ export async function execInMachine(svc: MachineService, name: string, req: Exec
   try {
     if (rec.spec.gpu) gpu = await attachGpu(ch, { home: svc.home });
     await deliverSecrets(ch, secrets, svc.store, rec);
-    return await execOnChannel(ch, { cwd: rec.spec.workdir, ...req, env: { ...rec.spec.env, ...gpu?.env, ...(req.env ?? {}), ...secrets.env } }, io);
+    // `...req` alone would let a caller's explicit `cwd: undefined` (an absent -w) hide the machine's workdir
+    return await execOnChannel(ch, { ...req, cwd: req.cwd ?? rec.spec.workdir, env: { ...rec.spec.env, ...gpu?.env, ...(req.env ?? {}), ...secrets.env } }, io);
   } finally {
     ch.close();
     release();

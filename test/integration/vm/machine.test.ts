@@ -15,7 +15,7 @@ const json = (s: string) => JSON.parse(s);
 describe('persistent machines (real QEMU)', () => {
   it('creates a machine from a Smolfile, refuses the same name twice', async () => {
     const sf = path.join(home, 'Smolfile');
-    fs.writeFileSync(sf, 'memory: 192\nenv: {ROLE: web}\ninit:\n  - echo booted-once >> /etc/first-boot\n');
+    fs.writeFileSync(sf, 'memory: 192\nworkdir: /tmp\nenv: {ROLE: web}\ninit:\n  - echo booted-once >> /etc/first-boot\n');
     const r = await smol(['machine', 'create', '-s', sf, 'vm1', '--json'], { home });
     expect(r.code, r.stderr).toBe(0);
     expect(json(r.stdout)).toMatchObject({ name: 'vm1', state: 'stopped', memoryMiB: 192 });
@@ -33,8 +33,13 @@ describe('persistent machines (real QEMU)', () => {
   it('starts, runs init once, and execs with the machine env', async () => {
     const s = await smol(['machine', 'start', 'vm1'], { home });
     expect(s.code, s.stderr).toBe(0);
-    const r = await smol(['machine', 'exec', 'vm1', '--', 'sh', '-c', 'echo $ROLE; cat /etc/first-boot; hostname'], { home });
-    expect(r.stdout).toBe('web\nbooted-once\nvm1\n');
+    const r = await smol(['machine', 'exec', 'vm1', '--', 'sh', '-c', 'echo $ROLE; cat /etc/first-boot; hostname; pwd'], { home });
+    expect(r.stdout).toBe('web\nbooted-once\nvm1\n/tmp\n');
+    // the machine's workdir is exec's default, -w still wins, and a background command starts there too
+    expect((await smol(['machine', 'exec', '-w', '/root', 'vm1', '--', 'pwd'], { home })).stdout).toBe('/root\n');
+    const bg = json((await smol(['machine', 'exec', '-d', '--json', 'vm1', '--', 'pwd'], { home })).stdout);
+    const log = await smol(['machine', 'exec', 'vm1', '--', 'sh', '-c', `while [ ! -s ${bg.log} ]; do sleep 0.1; done; cat ${bg.log}`], { home, timeoutMs: 30_000 });
+    expect(log.stdout).toBe('/tmp\n');
     const ls = json((await smol(['machine', 'ls', '--json'], { home })).stdout);
     expect(ls).toMatchObject([{ name: 'vm1', state: 'running' }]);
   });
