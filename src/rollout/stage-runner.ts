@@ -8,6 +8,7 @@ import { PrerequisiteError } from '../errors/index.js';
 import { spawn, which, type Child } from '../util/exec.js';
 import type { CpuStage } from './manifest.js';
 import { STAGE_STDERR_TAIL_CHARS } from './limits.js';
+import { withholdSecrets } from './stage-env.js';
 
 export interface StageRun {
   stage: CpuStage;
@@ -115,7 +116,7 @@ export class ProcessStageRunner implements StageRunner {
     // its own process group, so a timeout or cancel kills the command's children too
     const [file, args] = this.argv(r);
     const { child } = await spawn(file, args, {
-      cwd: r.workDir, env: { ...r.stage.env, ...r.env, SMOL_OUTPUT: outPath }, stdio: [{ file: r.inputPath }, { file: stdoutPath }, { file: stderrPath }], detached: true,
+      cwd: r.workDir, env: { ...withholdSecrets(), ...r.stage.env, ...r.env, SMOL_OUTPUT: outPath }, stdio: [{ file: r.inputPath }, { file: stdoutPath }, { file: stderrPath }], detached: true,
     });
     const killGroup = () => {
       try { if (child.pid) process.kill(-child.pid, 'SIGKILL'); } catch { /* already gone */ }

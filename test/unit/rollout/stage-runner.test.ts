@@ -36,6 +36,20 @@ describe('process stage runner', () => {
     expect(bad.stderrTail).toBe('broken');
   });
 
+  it('withholds the worker\'s credentials from the stage: ledger URL, gateway token, PostgreSQL and AWS secrets', async () => {
+    const secret = { SMOL_LEDGER: 'postgres://u:pw@db/l', SMOL_GATEWAY_TOKEN: 'tok', PGPASSWORD: 'pw', AWS_SECRET_ACCESS_KEY: 'k', SMOL_KEEP_ME: 'kept' };
+    const saved = Object.fromEntries(Object.keys(secret).map((k) => [k, process.env[k]]));
+    Object.assign(process.env, secret);
+    try {
+      const r = await runIt(['sh', '-c', 'env | grep -E "^(SMOL_|PG|AWS_)" | sort']);
+      expect(r.text).toContain('SMOL_KEEP_ME=kept');
+      expect(r.text).toContain('SMOL_SAMPLE_ID=s7');
+      expect(r.text).not.toMatch(/SMOL_LEDGER|SMOL_GATEWAY_TOKEN|PGPASSWORD|AWS_SECRET/);
+    } finally {
+      for (const [k, v] of Object.entries(saved)) if (v === undefined) delete process.env[k]; else process.env[k] = v;
+    }
+  });
+
   it('kills the whole process group at the timeout', async () => {
     const r = await runIt(['sh', '-c', 'sleep 30 & sleep 30'], { timeoutMs: 300 });
     expect(r.timedOut).toBe(true);
