@@ -16,7 +16,7 @@ import type { ChannelPort, StreamHandler } from './flow.js';
 import { ForwardedStream } from './forward.js';
 import { quiet } from './guest-errors.js';
 import { decodeError, decodeHello, encodeConfigure, encodeExec, encodeGet, encodeHello, encodePut, type ConfigureRequest, type ExecRequest, type Hello } from './payloads.js';
-import { Capability, FrameType, GUEST_STREAM_BIT, HEADER_LENGTH, HELLO_MAGIC, HOST_WINDOW, MAX_GUEST_STREAMS, MAX_PAYLOAD, MIN_PEER_PAYLOAD, OUTBOUND_BUDGET, PROTOCOL_VERSION, PutFlag, ShutdownFlag } from './protocol.js';
+import { Capability, FrameType, GUEST_STREAM_BIT, HEADER_LENGTH, HELLO_MAGIC, HOST_WINDOW, MAX_GUEST_STREAMS, MAX_PAYLOAD, MIN_PEER_PAYLOAD, OUTBOUND_BUDGET, PING_MAX, PROTOCOL_VERSION, PutFlag, ShutdownFlag } from './protocol.js';
 import { SimpleHandler } from './simple-handler.js';
 import { AGENT_HELLO_RETRY_CAP_MS, AGENT_HELLO_TIMEOUT_MS } from '../limits.js';
 
@@ -346,7 +346,7 @@ export class AgentClient {
         return;
       }
       case FrameType.ping:
-        this.send(FrameType.pong, 0, 0, f.payload.subarray(0, 64));
+        this.send(FrameType.pong, 0, 0, f.payload.subarray(0, PING_MAX));
         return;
       case FrameType.pong: {
         const seq = f.payload.length >= 4 ? f.payload.readUInt32LE(0) : -1;
