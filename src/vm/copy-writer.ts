@@ -12,9 +12,10 @@ import { constants as C } from 'node:fs';
 import { chmod, link, lstat, mkdir, open, rm, symlink } from 'node:fs/promises';
 import path from 'node:path';
 import type { ReadEntry } from 'tar';
-import { ExitCode, SmolError } from '../errors/index.js';
+import { ExitCode, NoSpaceError, SmolError } from '../errors/index.js';
 import { run } from '../util/exec.js';
 import { entryComponents, hostMode, linkStaysInside } from './copy-policy.js';
+import { CP_MAX_ENTRIES } from './limits.js';
 
 export interface WriterOptions {
   /** Create FIFOs and device nodes (as far as the host user may) instead of skipping them. */
@@ -27,6 +28,8 @@ export interface WriterOptions {
   warn(line: string): void;
   /** Bytes of names and link targets kept in memory (TRACKED_BYTES). */
   trackedBytes?: number;
+  /** Entries of every kind the copy may create (CP_MAX_ENTRIES): file contents are capped by bytes, inodes by this. */
+  maxEntries?: number;
 }
 
 export interface ExtractStats { entries: number; bytes: number }
@@ -80,7 +83,12 @@ export class TreeWriter {
   }
 
   async entry(e: ReadEntry): Promise<void> {
-    this.stats.entries++;
+    const max = this.o.maxEntries ?? CP_MAX_ENTRIES;
+    if (++this.stats.entries > max) {
+      throw new NoSpaceError(`cp failed: the guest's archive holds more than ${max} entries, the most one copy creates; nothing was written`, {
+        hint: 'Copy its subdirectories one at a time, or pack them into one file in the guest (tar) and copy that.',
+      });
+    }
     const parts = entryComponents(e.path);
     if (!parts) throw refused(`holds ${JSON.stringify(e.path)}, a path that leaves the directory`);
     if (!parts.length) {

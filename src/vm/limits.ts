@@ -133,6 +133,8 @@ export const CP_MAX_BYTES = 10 * 1024 ** 3;
 export const CP_IDLE_MS = 60_000;
 /** Of a guest's stderr during a copy, the last 4 KiB: enough for its error, and a guest cannot make smol hold more. */
 export const CP_STDERR_TAIL_BYTES = 4096;
+/** Entries one copy out of a guest may create: a tar of empty files costs the guest 512 bytes each and the host an inode. */
+export const CP_MAX_ENTRIES = 1_000_000;
 /** Tar meta entries (long names, pax headers) are held in memory: node-tar's own 1 MiB bound, kept explicit. */
 export const CP_TAR_META_MAX_BYTES = 1024 * 1024;
 /** SMOL_IMAGE_MAX_GIB's default: file content one image may unpack to; a layer of a few MB can declare terabytes. */

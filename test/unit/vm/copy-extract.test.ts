@@ -183,6 +183,17 @@ describe('extractUntrusted bounds what it keeps', () => {
     expect(fs.readdirSync(root)).toHaveLength(200);
   });
 
+  it('refuses a stream of more entries than one copy creates, whatever their size (inodes are a host resource)', async () => {
+    const empties: TarMember[] = Array.from({ length: 50 }, (_, i) => ({ path: `e${i}`, data: '' }));
+    const err = await extract(empties, { maxEntries: 40 }).then(() => null, (e: unknown) => e);
+    expect(err).toBeInstanceOf(NoSpaceError);
+    expect((err as Error).message).toMatch(/holds more than 40 entries/);
+    fs.rmSync(root, { recursive: true });
+    fs.mkdirSync(root);
+    await extract(empties, { maxEntries: 50 });
+    expect(fs.readdirSync(root)).toHaveLength(50);
+  });
+
   it('warnings name five entries and count the rest', async () => {
     await extract(Array.from({ length: 8 }, (_, i) => ({ path: `f${i}`, type: 'FIFO' as const })));
     expect(warnings).toEqual(['skipped 8 special files (device nodes, FIFOs): f0, f1, f2, f3, f4, and 3 more; --preserve-special creates them']);
