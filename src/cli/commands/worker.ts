@@ -7,7 +7,8 @@ import { gatewayEndpoint } from '../../rollout/gateway-client.js';
 import { redactUrl } from '../../rollout/infra.js';
 import { CONCURRENCY_WINDOW_MS, WORKER_GIVE_UP_AFTER, WORKER_LEASE_MS, WORKER_STOP_GRACE_MS } from '../../rollout/limits.js';
 import { parseDuration } from '../../util/duration.js';
-import { ledgerOption, withLedger } from './ledger/open.js';
+import { UserError } from '../../errors/index.js';
+import { blobsEnv, blobsOption, ledgerOption, withLedger } from './ledger/open.js';
 
 // bare numbers stay milliseconds here, as they were; the maximum is everyone's (util/duration.ts)
 const duration = z.string().transform((v, ctx) => {
@@ -18,6 +19,7 @@ const duration = z.string().transform((v, ctx) => {
 
 export const workerSchema = z.strictObject({
   ledger: z.string().optional(),
+  blobs: z.string().min(1).optional(),
   concurrency: z.coerce.number().int().min(1).max(1024).optional(),
   adaptive: z.boolean().optional(),
   isolation: z.enum(['process', 'vm']).default('process'),
@@ -87,7 +89,7 @@ async function vmStageRunner(o: { warmMachine?: string; forkPoint?: string; smol
 }
 
 export function register(program: Command): void {
-  ledgerOption(program.command('worker')
+  blobsOption(ledgerOption(program.command('worker')
     .description('claim and run rollout items with leases (CPU stages as subprocesses, GPU stages via the gateway)')
     .option('--concurrency <n>', 'items at once; without it the worker adapts up to 2×CPUs')
     .option('--adaptive', 'with --concurrency: start at 1 and scale up to N only while completed items/s rises')
@@ -104,12 +106,15 @@ export function register(program: Command): void {
     .option('--exit-when-idle <duration>', 'exit once the queue has been empty this long')
     .option('--window <duration>', 'measurement window for adaptive concurrency', `${CONCURRENCY_WINDOW_MS / 1000}s`)
     .option('--give-up-after <n>', 'exit non-zero after N blob store, ledger or gateway failures in a row with one cause', String(WORKER_GIVE_UP_AFTER))
-    .option('--json', 'print events as JSON lines on stdout'))
+    .option('--json', 'print events as JSON lines on stdout')))
     .action(async (raw: unknown) => {
       const opts = workerSchema.parse(raw);
+      const orphan = !opts.gateway && (opts.gatewayTokenFile ? '--gateway-token-file' : opts.gatewayCa ? '--gateway-ca' : null);
+      if (orphan) throw new UserError(`${orphan} needs --gateway: without a gateway this worker claims only CPU stages and would never use it`, { where: orphan, hint: 'Add --gateway https://HOST:PORT, or drop the option.' });
       // read before anything starts, so a missing token file or CA is one clear error
       const gateway = opts.gateway ? gatewayEndpoint({ url: opts.gateway, tokenFile: opts.gatewayTokenFile, caFile: opts.gatewayCa }) : undefined;
       const runner = await createStageRunner(opts.isolation, opts.isolation === 'vm' ? await vmStageRunner(opts) : undefined);
+      const env = blobsEnv(opts.blobs);
       await withLedger(opts.ledger, async (l) => {
         const adaptive = opts.concurrency === undefined ? true : opts.adaptive ?? false;
         const worker = new Worker({
@@ -133,6 +138,6 @@ export function register(program: Command): void {
           process.off('SIGTERM', onSignal);
           process.off('SIGINT', onSignal);
         }
-      });
+      }, env);
     });
 }
