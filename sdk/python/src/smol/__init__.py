@@ -1,0 +1,19 @@
+"""Python SDK for `smol serve` (docs/api.md): machines, exec, files, fork, pause. Standard library only."""
+from .client import Machines, Smol
+from .errors import (
+    BootFailed, Conflict, GuestChannel, Internal, InvalidInput, NotFound, PayloadTooLarge, Prerequisite,
+    SmolApiError, SmolConnectionError, SmolError, SmolProtocolError, Timeout, Unauthorized, UserError,
+)
+from .machine import ExecStream, Files, Machine
+from .sse import SseEvent, SseParser
+from .types import ExecExit, ExecResult, FileEntry, MachineEvent, MachineInfo
+
+__version__ = "0.1.0"
+
+__all__ = [
+    "Smol", "Machines", "Machine", "Files", "ExecStream",
+    "ExecResult", "ExecExit", "FileEntry", "MachineEvent", "MachineInfo", "SseEvent", "SseParser",
+    "SmolError", "SmolApiError", "SmolConnectionError", "SmolProtocolError",
+    "InvalidInput", "UserError", "Unauthorized", "NotFound", "Conflict", "PayloadTooLarge", "Timeout",
+    "GuestChannel", "BootFailed", "Prerequisite", "Internal",
+]
