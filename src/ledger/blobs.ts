@@ -2,7 +2,8 @@
  * The blob store: content-addressed storage for large payloads (prompts, outputs, traces, trajectories).
  * The ledger's rows hold only `sha256:` digests; the bytes live in a BlobStore chosen when the ledger opens
  * (open.ts): files under the home for a SQLite ledger (file-blobs.ts), rows of PostgreSQL for a PostgreSQL
- * ledger (postgres-blobs.ts), so every host that reaches the ledger reaches its blobs. A blob is written
+ * ledger (postgres-blobs.ts), so every host that reaches the ledger reaches its blobs, or objects of an S3 bucket
+ * named by --blobs / $SMOL_BLOBS=s3://bucket/prefix (s3-blobs.ts). A blob is written
  * (committed) before any row names it, and every read is verified against its digest.
  */
 import { FileBlobStore } from './file-blobs.js';
@@ -10,12 +11,12 @@ import { FileBlobStore } from './file-blobs.js';
 export { digestOf, isDigest, blobMaxBytes, BlobTooLargeError } from './blob-common.js';
 export { FileBlobStore };
 
-/** The file store answers synchronously (local disk), PostgreSQL asynchronously: callers always await. */
+/** The file store answers synchronously (local disk), PostgreSQL and S3 asynchronously: callers always await. */
 export type Awaitable<T> = T | Promise<T>;
 
 export interface BlobStore {
-  readonly kind: 'files' | 'postgres';
-  /** Where the blobs are, for messages: a directory, or the ledger URL without its password. */
+  readonly kind: 'files' | 'postgres' | 's3';
+  /** Where the blobs are, for messages: a directory, the ledger URL without its password, or s3://bucket/prefix. */
   readonly where: string;
   /** Stores bytes and returns their digest; durable (committed) when it returns. Over the cap: BlobTooLargeError. */
   put(data: Buffer | string): Awaitable<string>;

@@ -1,7 +1,8 @@
 /**
  * Opens the ledger a command or service should use (--ledger PATH|URL, then $SMOL_LEDGER, then
  * $SMOL_HOME/ledger.db) and its blob store: files beside a SQLite ledger, rows of a PostgreSQL ledger (so
- * a worker on another host, with another home, reads the same blobs), or a directory named by $SMOL_BLOBS.
+ * a worker on another host, with another home, reads the same blobs), a directory named by $SMOL_BLOBS, or
+ * an S3 bucket named by $SMOL_BLOBS=s3://bucket/prefix (the CLI's --blobs sets it).
  */
 import fs from 'node:fs';
 import path from 'node:path';
@@ -10,15 +11,18 @@ import type { BlobStore } from './blobs.js';
 import { FileBlobStore } from './file-blobs.js';
 import { blobMaxBytes } from './blob-common.js';
 import { LedgerLocationError } from './errors.js';
+import { isS3Url, parseS3Url } from './s3-client.js';
 import { SqliteLedger } from './sqlite.js';
 import type { Ledger } from './types.js';
 
 export interface LedgerLocation {
   ledger: string;
-  /** Which blob store: 'postgres' (a PostgreSQL ledger's default) or 'files' (SQLite's, or $SMOL_BLOBS=DIR). */
-  blobStore: 'files' | 'postgres';
-  /** The file store's directory; for the PostgreSQL store, the local cache fileOf() streams blobs into. */
+  /** Which blob store: 'postgres' (a PostgreSQL ledger's default), 'files' (SQLite's, or $SMOL_BLOBS=DIR), 's3' ($SMOL_BLOBS=s3://…). */
+  blobStore: 'files' | 'postgres' | 's3';
+  /** The file store's directory; for the PostgreSQL and S3 stores, the local cache fileOf() streams blobs into. */
   blobs: string;
+  /** The S3 store's s3://bucket/prefix. */
+  blobsUrl?: string;
   backend: 'sqlite' | 'postgres';
   /** 'full' (SMOL_LEDGER_SYNC=full): commits and blobs survive power loss; 'normal': they survive process crashes. */
   sync: 'normal' | 'full';
@@ -35,6 +39,11 @@ export function resolveLedger(explicit?: string, env: NodeJS.ProcessEnv = proces
   const ledger = explicit || env.SMOL_LEDGER || path.join(smolHome(env), 'ledger.db');
   const sync = env.SMOL_LEDGER_SYNC === 'full' ? 'full' : 'normal';
   const named = env.SMOL_BLOBS || undefined;
+  if (named && isS3Url(named)) {
+    parseS3Url(named, '$SMOL_BLOBS'); // a malformed URL is a usage error before anything opens
+    const backend = isPostgresUrl(ledger) ? 'postgres' : 'sqlite';
+    return { ledger: backend === 'postgres' ? ledger : path.resolve(ledger), backend, sync, blobStore: 's3', blobs: path.join(smolHome(env), 'cache', 'blobs'), blobsUrl: named };
+  }
   if (isPostgresUrl(ledger)) {
     // $SMOL_BLOBS=DIR keeps a directory every host mounts (how blobs were shared before they lived in PostgreSQL)
     if (named && named !== 'postgres') return { ledger, backend: 'postgres', sync, blobStore: 'files', blobs: path.resolve(named) };
@@ -124,6 +133,21 @@ function openSqlite(location: LedgerLocation): Ledger {
 export async function openLedger(explicit?: string, env: NodeJS.ProcessEnv = process.env): Promise<OpenLedger> {
   const location = resolveLedger(explicit, env);
   const maxBytes = blobMaxBytes(env);
+  if (location.blobStore === 's3') {
+    // loaded lazily so nobody else loads the AWS SDK
+    const { S3BlobStore } = await import('./s3-blobs.js');
+    const blobs = new S3BlobStore(location.blobsUrl!, { cacheDir: location.blobs, maxBytes, env });
+    try {
+      if (location.backend === 'postgres') {
+        const { PostgresLedger } = await import('./postgres.js');
+        return { ledger: await PostgresLedger.connect({ url: location.ledger }), blobs, location };
+      }
+      return { ledger: openSqlite(location), blobs, location };
+    } catch (err) {
+      blobs.close();
+      throw err;
+    }
+  }
   if (location.backend === 'postgres') {
     // loaded lazily so SQLite users never load pg
     const { PostgresLedger } = await import('./postgres.js');

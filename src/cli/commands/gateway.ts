@@ -8,10 +8,11 @@ import { TokenSet, watchTokens } from '../../rollout/gateway/tokens.js';
 import { readPem } from '../../rollout/gateway-client.js';
 import { OpenAiCompletionsUpstream } from '../../rollout/gateway/upstream.js';
 import { GATEWAY_BATCH_WINDOW_MS, GATEWAY_MAX_BATCH, GATEWAY_MAX_OUTSTANDING, GATEWAY_MAX_PER_ROLLOUT } from '../../rollout/limits.js';
-import { ledgerOption, withLedger } from './ledger/open.js';
+import { blobsEnv, blobsOption, ledgerOption, withLedger } from './ledger/open.js';
 
 export const gatewaySchema = z.strictObject({
   ledger: z.string().optional(),
+  blobs: z.string().min(1).optional(),
   listen: z.string().default('127.0.0.1:8470'),
   upstream: z.url(),
   envVersion: z.string().optional(),
@@ -55,7 +56,7 @@ function watchTls(srv: GatewayServer, o: { tlsCert?: string; tlsKey?: string }):
 }
 
 export function register(program: Command): void {
-  ledgerOption(program.command('gateway')
+  blobsOption(ledgerOption(program.command('gateway')
     .description('serve the GPU inference gateway: batching, admission control (429 + Retry-After), idempotent durable results')
     .option('--listen <addr>', 'HOST:PORT to listen on (port 0 picks one)', '127.0.0.1:8470')
     .requiredOption('--upstream <url>', 'OpenAI-compatible completions server (vLLM, llama.cpp server)')
@@ -68,7 +69,7 @@ export function register(program: Command): void {
     .option('--tls-cert <file>', 'serve HTTPS with this PEM certificate chain (with --tls-key)')
     .option('--tls-key <file>', 'the PEM private key of --tls-cert')
     .option('--insecure-no-auth', 'allow listening off loopback without --token-file (anyone who can connect is served)')
-    .option('--json', 'print the listening address as JSON'))
+    .option('--json', 'print the listening address as JSON')))
     .action(async (raw: unknown) => {
       const opts = gatewaySchema.parse(raw);
       const listen = parseListen(opts.listen);
@@ -94,6 +95,6 @@ export function register(program: Command): void {
           process.once('SIGINT', stop);
         });
         for (const u of unwatch) u();
-      });
+      }, blobsEnv(opts.blobs));
     });
 }
