@@ -1,9 +1,12 @@
 /** Brings a recorded state in line with the processes that exist now. */
 import { MachineStore, pidAlive, type MachineRecord } from './store/machines.js';
 
-export function reconcile(store: MachineStore, rec: MachineRecord): MachineRecord {
+/** `savedState`: whether the machine has a complete pause --to-disk save (pause-files.ts). */
+export function reconcile(store: MachineStore, rec: MachineRecord, savedState: () => boolean = () => false): MachineRecord {
   const qemuAlive = pidAlive(rec.pid);
   const busy = store.lockHolder(rec.id) !== null;
+  // paused to disk, QEMU is meant to be gone; paused in memory (or killed before the save was complete), it is not
+  if (rec.state === 'paused' && !qemuAlive && !busy && !savedState()) return mark(store, rec, 'QEMU exited while the machine was paused');
   if ((rec.state === 'running' || rec.state === 'stopping') && !qemuAlive && !busy) {
     return mark(store, rec, 'QEMU exited unexpectedly');
   }

@@ -18,6 +18,7 @@ import { discardSpare, hasSpare, startSpare } from './fork/spare.js';
 import { sweepAbandonedForks } from './fork/abandoned.js';
 import { releaseForkPoints } from './fork/cleanup.js';
 import { resumePlanFile } from './boot-files.js';
+import { hasPausedState } from './pause-files.js';
 import { checkVolumes, volumesOf } from './volumes/spec.js';
 import { removeStage, stopVirtiofsd, virtiofsdFiles, virtiofsdPid } from './volumes/virtiofsd.js';
 import { AGENT_HELLO_TIMEOUT_MS, BOOT_CONNECT_ATTEMPT_MS, CHANNEL_WAIT_MS, DEFAULT_BOOT_TIMEOUT_MS, RESTORE_TIMEOUT_MS, SHUTDOWN_CONNECT_MS, STOP_GRACE_MS } from './limits.js';
@@ -97,6 +98,8 @@ export class MachineService {
   async start(nameOrId: string, o: StartOptions = {}): Promise<MachineRecord & { channel?: OpenChannel }> {
     let rec = this.refresh(this.store.get(nameOrId));
     if (rec.state === 'running') throw new ConflictError(`machine "${rec.name}" is already running`);
+    // a paused machine continues where it was (its saved state, or its frozen QEMU) rather than booting again
+    if (rec.state === 'paused') return (await import('./pause.js')).resumeMachine(this, rec.id);
     if (!o.fsHotplug) refuseForkableVolumes(rec.spec, o.forkable ?? rec.spec.fork.enabled, rec.name);
     const unlock = this.store.lock(rec.id, 'start', rec.name);
     const layout = this.layout(rec);
@@ -202,6 +205,7 @@ export class MachineService {
   async channel(nameOrId: string): Promise<{ rec: MachineRecord; ch: GuestChannel; release: () => void }> {
     const rec = this.refresh(this.store.get(nameOrId));
     if (rec.state === 'crashed') throw new GuestChannelError(`machine "${rec.name}" has crashed (its QEMU process is gone)`, { hint: `Remove it with: smol machine rm ${rec.name}, or start it again.` });
+    if (rec.state === 'paused') throw new ConflictError(`machine "${rec.name}" is paused`, { where: rec.name, hint: `Resume it first: smol machine resume ${rec.name}` });
     if (rec.state !== 'running') throw new ConflictError(`machine "${rec.name}" is not running (state: ${rec.state})`, { hint: `Start it first: smol machine start ${rec.name}` });
     const layout = this.layout(rec);
     const deadline = Date.now() + CHANNEL_WAIT_MS;
@@ -236,6 +240,8 @@ export class MachineService {
     if (rec.state === 'stopped') return rec;
     const unlock = this.store.lock(rec.id, 'stop', rec.name);
     try {
+      // as `docker stop` of a paused container: thawed to shut down cleanly, a save on disk discarded (docs/pause.md)
+      if (rec.state === 'paused') await (await import('./pause.js')).thawForStop(this, rec);
       this.store.update(rec.id, { state: 'stopping' });
       await this.halt(rec, o.force ? 0 : o.timeoutMs ?? STOP_GRACE_MS);
       this.store.update(rec.id, { state: 'stopped', pid: null });
@@ -286,7 +292,7 @@ export class MachineService {
     if (clones.length && !o.cascade) {
       throw new ConflictError(`machine "${rec.name}" has ${clones.length} clone${clones.length > 1 ? 's' : ''} (${clones.map((c) => c.name).join(', ')})`, { hint: `Remove them first, or remove the whole family: smol machine rm --cascade --force ${rec.name}` });
     }
-    if ((rec.state === 'running' || rec.state === 'starting') && !o.force) {
+    if ((rec.state === 'running' || rec.state === 'starting' || rec.state === 'paused') && !o.force) {
       throw new ConflictError(`machine "${rec.name}" is running`, { hint: `Stop it first (smol machine stop ${rec.name}) or use --force.` });
     }
     const removed: string[] = [];
@@ -367,7 +373,7 @@ export class MachineService {
 
   /** The record as it really is: a running machine whose QEMU is gone is crashed. */
   refresh(rec: MachineRecord): MachineRecord {
-    return reconcile(this.store, rec);
+    return reconcile(this.store, rec, () => hasPausedState(this.layout(rec)));
   }
 
   private removeFiles(layout: MachineLayout): void {

@@ -34,3 +34,5 @@ export { AgentClient } from '../agent/index.js';
 export { listPoints, removePoint, type PointView } from '../fork/points.js';
 /** The fork-point table of the machine database. */
 export { ForkPointStore, type ForkPointRecord } from '../store/fork-points.js';
+/** `smol machine pause [--to-disk]` and `resume`: the vCPUs stopped, or RAM and device state saved and QEMU ended (docs/pause.md). */
+export { pauseMachine, resumeMachine } from '../pause.js';

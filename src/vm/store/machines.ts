@@ -8,7 +8,8 @@ import { ConflictError, NotFoundError, UserError } from '../../errors/index.js';
 import type { Smolfile } from '../../smolfile/schema.js';
 import type { Db } from './db.js';
 
-export type MachineState = 'creating' | 'stopped' | 'starting' | 'running' | 'stopping' | 'crashed';
+/** 'paused': vCPUs stopped with QEMU alive, or saved to disk with no QEMU at all (vm/pause.ts). */
+export type MachineState = 'creating' | 'stopped' | 'starting' | 'running' | 'stopping' | 'crashed' | 'paused';
 
 export interface MachineRecord {
   id: string;

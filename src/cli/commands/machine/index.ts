@@ -12,7 +12,7 @@ export function machineCommands(argv?: string[]): Promise<(program: Command) => 
       create: () => import('./create.js'), start: () => import('./start.js'), stop: () => import('./stop.js'),
       exec: () => import('./exec.js'), ls, list: ls, status: () => import('./status.js'), rm: () => import('./rm.js'),
       logs: () => import('./logs.js'), cp: () => import('./cp.js'), update: () => import('./update.js'),
-      prune: () => import('./prune.js'), shell, sh: shell,
+      prune: () => import('./prune.js'), shell, sh: shell, pause: () => import('./pause.js'), resume: () => import('./resume.js'),
     },
   }, argv);
 }

@@ -6,7 +6,7 @@ import { machineView } from './view.js';
 import { formatPort } from '../../../smolfile/network.js';
 import { matchesLabels, parseFilters } from '../../../smolfile/labels.js';
 
-const color = (s: string) => (s === 'running' ? chalk.green(s) : s === 'crashed' ? chalk.red(s) : s);
+const color = (s: string) => (s === 'running' ? chalk.green(s) : s === 'crashed' ? chalk.red(s) : s === 'paused' ? chalk.yellow(s) : s);
 
 export function register(parent: Command): void {
   parent.command('ls')
