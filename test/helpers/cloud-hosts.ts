@@ -9,6 +9,7 @@ import crypto from 'node:crypto';
 import fs from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
+import { expect } from 'vitest';
 import { PostgresLedger } from '../../src/ledger/postgres.js';
 import { root, smol, smolRun, type Proc } from '../integration/rollout/procs.js';
 import { makeLan, startPostgresIn, type Host, type Lan, type NsPg } from './netns.js';
@@ -21,14 +22,20 @@ export interface Cloud {
   /** http://GPU-ADDR:8470, served by the gateway in the GPU host's namespace. */
   gatewayUrl: string;
   token: string;
+  /** The running gateway process (replaced by startGateway). */
+  gateway: Proc;
+  /** Starts `smol gateway` again on the same address, as a restarted GPU host's service would be. */
+  startGateway(): Promise<Proc>;
   on(host: string, args: string[], env?: NodeJS.ProcessEnv): Proc;
-  runOn(host: string, args: string[]): Promise<{ code: number | null; stdout: string; stderr: string }>;
+  runOn(host: string, args: string[], env?: NodeJS.ProcessEnv): Promise<{ code: number | null; stdout: string; stderr: string }>;
   /** `smol worker --json` on a CPU host, with the gateway and the token file in that host's own home. */
   worker(host: string, args?: string[], env?: NodeJS.ProcessEnv): Proc;
   /** Writes a manifest into the GPU host's home and submits it from there. */
   submit(name: string, yaml: string): Promise<void>;
   /** The test's own look at the ledger, over PostgreSQL's Unix socket (opened per call: the server may restart). */
   view<T>(fn: (l: PostgresLedger) => Promise<T>): Promise<T>;
+  /** A host vanishes: SIGKILL to `proc` and every process below it (its stages), and its link down for good. */
+  vanish(host: string, proc: Proc): Promise<void>;
   /** SIGKILLs every process started on a host except the gateway (after each test, so none outlives it). */
   killWorkers(): Promise<void>;
   close(): Promise<void>;
@@ -50,8 +57,8 @@ export async function until(what: string, cond: () => Promise<boolean>, watch: P
   }
 }
 
-function startUpstreamIn(h: Host): Promise<ChildProcess> {
-  const c = spawn(h.exec[0], [...h.exec.slice(1), process.execPath, '--import', 'tsx', path.join(root, 'test/fixtures/upstream/server.ts'), '--port', '8000', '--delay-ms', '20'],
+function startUpstreamIn(h: Host, delayMs: number): Promise<ChildProcess> {
+  const c = spawn(h.exec[0], [...h.exec.slice(1), process.execPath, '--import', 'tsx', path.join(root, 'test/fixtures/upstream/server.ts'), '--port', '8000', '--delay-ms', String(delayMs)],
     { cwd: root, stdio: ['ignore', 'pipe', 'inherit'] });
   return new Promise((resolve, reject) => {
     c.stdout!.once('data', () => resolve(c));
@@ -59,7 +66,23 @@ function startUpstreamIn(h: Host): Promise<ChildProcess> {
   });
 }
 
-export async function startCloud(workerHosts: string[]): Promise<Cloud> {
+/** `pid` and its descendants, parents first (from /proc: the namespaces share one PID namespace). */
+function processTree(pid: number): number[] {
+  const children = new Map<number, number[]>();
+  for (const d of fs.readdirSync('/proc').filter((x) => /^\d+$/.test(x))) {
+    let stat: string;
+    try { stat = fs.readFileSync(`/proc/${d}/stat`, 'utf8'); } catch { continue; } // exited meanwhile
+    const ppid = Number(stat.slice(stat.lastIndexOf(')') + 2).split(' ')[1]);
+    children.set(ppid, [...(children.get(ppid) ?? []), Number(d)]);
+  }
+  const out: number[] = [];
+  const walk = (p: number) => { out.push(p); for (const c of children.get(p) ?? []) walk(c); };
+  walk(pid);
+  return out;
+}
+
+/** `upstreamDelayMs`: how long the stand-in upstream takes per batch (long enough for a test to act mid-batch). */
+export async function startCloud(workerHosts: string[], o: { upstreamDelayMs?: number } = {}): Promise<Cloud> {
   const lan = makeLan(['gpu', ...workerHosts]);
   const procs: Proc[] = [];
   const homes: Record<string, string> = {};
@@ -88,17 +111,33 @@ export async function startCloud(workerHosts: string[]): Promise<Cloud> {
       procs.push(p);
       return p;
     };
-    upstream = await startUpstreamIn(gpu);
-    const gw = on('gpu', ['gateway', '--json', '--listen', `${gpu.addr}:8470`, '--upstream', 'http://127.0.0.1:8000', '--token-file', path.join(homes.gpu, 'gateway.token'), '--batch-window', '20']);
-    const gatewayUrl = String((await gw.waitFor((e) => typeof e.url === 'string')).url);
+    upstream = await startUpstreamIn(gpu, o.upstreamDelayMs ?? 20);
+    const gateways: Proc[] = [];
+    const startGateway = async () => {
+      const gw = on('gpu', ['gateway', '--json', '--listen', `${gpu.addr}:8470`, '--upstream', 'http://127.0.0.1:8000', '--token-file', path.join(homes.gpu, 'gateway.token'), '--batch-window', '20']);
+      gateways.push(gw);
+      await gw.waitFor((e) => typeof e.url === 'string');
+      return gw;
+    };
+    const first = await startGateway();
+    const gatewayUrl = String((await first.waitFor((e) => typeof e.url === 'string')).url);
     const killWorkers = async () => {
-      const others = procs.filter((p) => p !== gw);
+      const others = procs.filter((p) => !gateways.includes(p));
       for (const p of others) { p.kill('SIGCONT'); p.kill('SIGKILL'); }
       await Promise.all(others.map((p) => p.exited));
     };
     return {
-      lan, pg, gpu, homes, gatewayUrl, token, on, close, killWorkers,
-      runOn: (h, args) => smolRun(args, envOf(h), lan.hosts[h].exec),
+      lan, pg, gpu, homes, gatewayUrl, token, on, close, killWorkers, startGateway,
+      get gateway() { return gateways[gateways.length - 1]; },
+      async vanish(h, p) {
+        // stopped first so that none of them can start another child between the listing and the kill
+        const tree = processTree(p.child.pid!);
+        for (const pid of tree) { try { process.kill(pid, 'SIGSTOP'); } catch { /* gone */ } }
+        for (const pid of processTree(p.child.pid!)) { try { process.kill(pid, 'SIGKILL'); } catch { /* gone */ } }
+        lan.cut(h);
+        await p.exited;
+      },
+      runOn: (h, args, env = {}) => smolRun(args, { ...envOf(h), ...env }, lan.hosts[h].exec),
       worker: (h, args = [], env = {}) => on(h, ['worker', '--json', '--kind', 'all', '--gateway', gatewayUrl, '--gateway-token-file', path.join(homes[h], 'gateway.token'),
         '--window', '300ms', ...args], env),
       async submit(name, yaml) {
@@ -127,3 +166,20 @@ export function cpuManifest(name: string, count: number, seconds: number): strin
 
 /** The worker id a process on this machine uses (worker.ts: hostname and pid; namespaces share the hostname). */
 export const workerIdOf = (p: Proc) => `${os.hostname()}:${p.child.pid}`;
+
+/**
+ * Every item of the rollout done, one result per item, nothing done twice (one completed attempt per item,
+ * the one whose result was kept) and `ledger check` clean; returns the items, results and each item's attempts.
+ */
+export async function settled(l: PostgresLedger, rollout: string, count: number) {
+  const items = await l.listItems(rollout);
+  expect(items).toHaveLength(count);
+  expect(items.map((i) => i.status)).toEqual(Array(count).fill('done'));
+  const results = await l.results({ rolloutId: rollout });
+  expect(results.map((r) => r.idempotencyKey).sort()).toEqual(items.map((i) => i.idempotencyKey).sort());
+  const attempts = new Map<number, { worker: string; outcome: string }[]>();
+  for (const i of items) attempts.set(i.id, await l.attemptsOf(i.id));
+  for (const i of items) expect(attempts.get(i.id)!.filter((a) => a.outcome === 'done')).toHaveLength(1);
+  expect(await l.check()).toEqual([]);
+  return { items, results, attempts };
+}

@@ -1,35 +1,22 @@
 /**
  * The cloud plane's failures with real processes across network namespaces (test/helpers/cloud-hosts.ts):
  * a worker host's link cut while it holds leases (its items finish on the other host exactly once; when the
- * link returns, its late writes are rejected as stale and counted), and PostgreSQL restarted under two
- * running workers (they reconnect and finish; nothing lost, nothing done twice).
+ * link returns, its late writes are rejected as stale and counted); PostgreSQL restarted under two running
+ * workers (they reconnect and finish; nothing lost, nothing done twice); the gateway killed mid-batch and
+ * started again on its address (each item it failed is given back as an infrastructure failure, counted,
+ * and done once after it returns); and a worker host that vanishes for good (its items are finished by the
+ * other host once their leases expire). The last leaves a host cut off, so it runs last.
  */
 import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
 import { netnsUnavailableReason } from '../../helpers/netns.js';
 import { pgUnavailableReason } from '../../helpers/postgres.js';
-import { cpuManifest, startCloud, until, workerIdOf, type Cloud } from '../../helpers/cloud-hosts.js';
-import type { PostgresLedger } from '../../../src/ledger/postgres.js';
+import { cpuManifest, settled, startCloud, until, workerIdOf, type Cloud } from '../../helpers/cloud-hosts.js';
 
 const skip = netnsUnavailableReason() ?? pgUnavailableReason();
 let cloud: Cloud;
 
-/** Every item of the rollout done, one result per item, and the attempts each made (worker and outcome). */
-async function settled(l: PostgresLedger, rollout: string, count: number) {
-  const items = await l.listItems(rollout);
-  expect(items).toHaveLength(count);
-  expect(items.map((i) => i.status)).toEqual(Array(count).fill('done'));
-  const results = await l.results({ rolloutId: rollout });
-  expect(results.map((r) => r.idempotencyKey).sort()).toEqual(items.map((i) => i.idempotencyKey).sort());
-  const attempts = new Map<number, { worker: string; outcome: string }[]>();
-  for (const i of items) attempts.set(i.id, await l.attemptsOf(i.id));
-  // nothing done twice: one completed attempt per item, and it is the one whose result was kept
-  for (const i of items) expect(attempts.get(i.id)!.filter((a) => a.outcome === 'done')).toHaveLength(1);
-  expect(await l.check()).toEqual([]);
-  return { items, results, attempts };
-}
-
 describe.skipIf(skip)(`cloud plane failures across namespaces${skip ? ` (skipped: ${skip})` : ''}`, () => {
-  beforeAll(async () => { cloud = await startCloud(['w1', 'w2']); });
+  beforeAll(async () => { cloud = await startCloud(['w1', 'w2'], { upstreamDelayMs: 1000 }); }); // a batch the gateway test can kill
   afterEach(async () => { await cloud?.killWorkers(); });
   afterAll(async () => { await cloud?.close(); });
 
@@ -92,5 +79,71 @@ describe.skipIf(skip)(`cloud plane failures across namespaces${skip ? ` (skipped
       // what the restart cost is counted where an operator looks: the workers' events and the ledger's stats
       expect((await l.stats('restart')).infraFailures).toBe(infra.filter((e) => e.released).length);
     });
+  });
+
+  it('the gateway killed mid-batch and started again: each item it failed is given back, counted, and done once after', async () => {
+    // the attempt's budget (timeout 3s) bounds how long a worker waits within it for a gateway that refuses
+    // connections, so this outage is seen per item; --give-up-after is raised so that a slow restart under a
+    // loaded CI host cannot make the workers give up (that path has its own tests in worker-infra.test.ts)
+    await cloud.submit('gwdown', 'apiVersion: smol/v1\nkind: Rollout\nname: gwdown\nenvironment: { version: gwdown-env }\n'
+      + 'defaults: { maxAttempts: 2, backoff: 100ms, timeout: 3s }\ngenerate: { count: 8, template: "prompt {i}" }\n'
+      + 'stages:\n  - { name: gen, kind: gpu, model: { name: m, version: "1" }, promptVersion: p1, params: { max_tokens: 4 } }\n');
+    const ws = ['w1', 'w2'].map((h) => cloud.worker(h, ['--concurrency', '2', '--lease', '3s', '--give-up-after', '50']));
+    await Promise.race(ws.map((w) => w.waitFor((e) => e.type === 'completed')));
+    const old = cloud.gateway;
+    old.kill('SIGKILL'); // mid-batch: the next batch went upstream when the first came back
+    await old.exited;
+    // both hosts see it on the items they hold: each given back at once and counted, then a pause before the next claim
+    await Promise.all(ws.map((w) => w.waitFor((e) => e.type === 'infra', 30_000)));
+    await cloud.startGateway();
+    await until('all 8 items are done', () => cloud.view(async (l) => (await l.getRollout('gwdown'))!.counts.done === 8), ws);
+    for (const w of ws) w.kill('SIGTERM');
+    for (const w of ws) expect(await w.exited, w.stderr).toBe(0);
+
+    const infra = ws.flatMap((w) => w.events.filter((e) => e.type === 'infra'));
+    for (const e of infra) {
+      expect(e).toMatchObject({ area: 'gateway', released: true, stage: 'gen', itemId: expect.any(Number) });
+      expect(e.where).toBe(cloud.gatewayUrl);
+      expect(String(e.error)).toContain(`POST ${new URL('/v1/infer', cloud.gatewayUrl).href} failed: cannot reach the gateway`);
+      expect(Number(e.backoffMs)).toBeGreaterThan(0);
+    }
+    // an outage is not the item's fault: no attempt failed, and none of the given-back ones counted
+    for (const w of ws) expect(w.events.filter((e) => e.type === 'failed' || e.type === 'rejected')).toEqual([]);
+    for (const w of ws) expect(w.events.find((e) => e.type === 'stopped')).toMatchObject({ infraFailures: w.events.filter((e) => e.type === 'infra').length });
+    await cloud.view(async (l) => {
+      const { items, attempts } = await settled(l, 'gwdown', 8);
+      for (const i of items) expect(attempts.get(i.id)!.map((a) => a.outcome)).toEqual(['done']);
+      for (const i of items) expect((await l.getInference(i.idempotencyKey))?.status).toBe('done');
+      const stats = await l.stats('gwdown');
+      expect(stats.infraFailures).toBe(infra.length);
+      expect(stats.inference).toMatchObject({ requests: 8, done: 8 });
+    });
+    const shown = await cloud.runOn('gpu', ['rollout', 'stats', '--rollout', 'gwdown', '--json']);
+    expect(shown.code, shown.stderr).toBe(0);
+    expect(JSON.parse(shown.stdout)).toMatchObject({ infraFailures: infra.length });
+  });
+
+  // last: the vanished host's link stays down
+  it('a worker host vanishes for good: once its leases expire, the other host finishes its items, each once', async () => {
+    await cloud.submit('vanish', cpuManifest('vanish', 4, 1.5));
+    const [w1, w2] = ['w1', 'w2'].map((h) => cloud.worker(h, ['--concurrency', '2', '--lease', '2s']));
+    await Promise.all([w1, w2].map((w) => w.waitFor((e) => e.type === 'claimed')));
+    await cloud.vanish('w1', w1);
+    // what it held, as the ledger saw it when it vanished: leased by w1
+    const lost = await cloud.view(async (l) => {
+      const ids: number[] = [];
+      for (const i of await l.listItems('vanish')) if (i.status === 'leased' && (await l.attemptsOf(i.id)).at(-1)?.worker === workerIdOf(w1)) ids.push(i.id);
+      return ids;
+    });
+    expect(lost.length).toBeGreaterThan(0);
+    await until('all 4 items are done', () => cloud.view(async (l) => (await l.getRollout('vanish'))!.counts.done === 4), [w2]);
+    w2.kill('SIGTERM');
+    expect(await w2.exited, w2.stderr).toBe(0);
+    await cloud.view(async (l) => {
+      const { attempts } = await settled(l, 'vanish', 4);
+      for (const id of lost) expect(attempts.get(id)!.map((a) => [a.worker, a.outcome])).toEqual([[workerIdOf(w1), 'expired'], [workerIdOf(w2), 'done']]);
+      expect((await l.stats('vanish')).leaseExpiries).toBe(lost.length);
+    });
+    for (const id of lost) expect(w2.events.filter((e) => e.type === 'completed' && Number(e.itemId) === id)).toHaveLength(1);
   });
 });
