@@ -1,9 +1,10 @@
 #!/usr/bin/env bash
 # Fails when a generated file no longer matches its source (the CUDA protocol spec and symbol list, the agent
-# protocol spec). Every generator runs, so one run names every stale file.
+# protocol spec, the API's OpenAPI document). Every generator runs, so one run names every stale file.
 set -uo pipefail
 cd "$(dirname "$0")/.."
 rc=0
 node --import tsx scripts/gen-cuda-protocol.ts --check || rc=1
 node --import tsx scripts/gen-agent-protocol.ts --check || rc=1
+node --import tsx scripts/gen-openapi.ts --check || rc=1
 exit $rc

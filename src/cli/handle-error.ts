@@ -1,22 +1,16 @@
 /** The one place where errors become messages and exit codes (shadcn's handleError). */
-import fs from 'node:fs';
 import { chalkStderr as chalk } from 'chalk';
-import { ZodError } from 'zod';
-import { ExitCode, SmolError, ValidationError, mapFsError } from '../errors/index.js';
-import { smolHome } from '../util/paths.js';
+import { ExitCode, SmolError, ValidationError } from '../errors/index.js';
+import { errorReport, normalizeError } from '../util/error-report.js';
 import { terminalSafe as safe } from '../util/terminal-safe.js';
 
 export function handleError(err: unknown, json = false): number {
-  err = mapFsError(fullDiskIoError(err) ?? err, 'writing smol\'s data'); // a full disk anywhere (SQLite included) is exit 73, not a bug
-  if (err instanceof ZodError) {
-    err = new ValidationError('invalid options', err.issues.map((i) => ({ path: i.path.join('.') || '(root)', message: i.message })));
-  }
+  err = normalizeError(err); // shared with the HTTP API (api/errors.ts)
   if (err instanceof SmolError) {
     // as a shell is silent about a command SIGPIPE ended, and stderr may be the closed pipe
     if (err.exitCode === ExitCode.brokenPipe && !json) return err.exitCode;
     if (json) {
-      const issues = err instanceof ValidationError ? err.issues : undefined;
-      process.stderr.write(JSON.stringify({ error: { type: err.name, message: err.message, where: err.where, hint: err.hint, exitCode: err.exitCode, issues } }) + '\n');
+      process.stderr.write(JSON.stringify({ error: errorReport(err) }) + '\n');
       return err.exitCode;
     }
     // messages and hints carry guest text (a console tail, an agent's ERROR frame, a guest tar's stderr):
@@ -34,16 +28,4 @@ export function handleError(err: unknown, json = false): number {
   process.stderr.write(`${chalk.red('internal error:')} ${safe(e?.stack ?? String(err))}\n`);
   process.stderr.write('This is a bug in smol; please report it with the command you ran.\n');
   return ExitCode.internal;
-}
-
-/** SQLite reports some writes on a full disk only as SQLITE_IOERR; the data dir's free space tells them apart. */
-function fullDiskIoError(err: unknown): NodeJS.ErrnoException | null {
-  const code = (err as { code?: unknown } | null)?.code;
-  if (typeof code !== 'string' || !code.startsWith('SQLITE_IOERR')) return null;
-  try {
-    const st = fs.statfsSync(smolHome());
-    return st.bavail * st.bsize < 1024 * 1024 ? Object.assign(new Error((err as Error).message), { code: 'ENOSPC' }) : null;
-  } catch {
-    return null;
-  }
 }

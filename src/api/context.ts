@@ -1,0 +1,16 @@
+/** What every handler receives: the one machine service of this server (the CLI's database and locks). */
+import { createQemuEngine, MachineService, MachineStore, openMachineDb } from '../vm/api/machines.js';
+import { dataPaths } from '../util/paths.js';
+import type { ApiMetrics } from './metrics.js';
+
+export interface ApiContext {
+  home: string;
+  svc: MachineService;
+  metrics: ApiMetrics;
+  version: string;
+}
+
+/** As the CLI builds it (cli/context.ts): same database file, same engine, so both see the same machines. */
+export function openMachineService(home: string, notice: (line: string) => void): MachineService {
+  return new MachineService({ home, store: new MachineStore(openMachineDb(dataPaths(home).machineDb)), engine: createQemuEngine(home, { notice }) });
+}

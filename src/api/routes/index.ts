@@ -1,0 +1,9 @@
+/**
+ * Every route group of `smol serve`. A new group is one file under routes/ exporting `routes` (built with
+ * defineRoute, its schemas registered in schemas/) and one line here; the OpenAPI document follows.
+ */
+import type { Route } from '../router.js';
+import { routes as health } from './health.js';
+import { routes as machines } from './machines.js';
+
+export const allRoutes: readonly Route[] = [...health, ...machines];

@@ -1,0 +1,171 @@
+/**
+ * `smol serve`: the HTTP API on a Unix socket ($SMOL_HOME/smol.sock, mode 0600: its file mode is the guard) and,
+ * when asked, on TCP with bearer tokens and optional TLS. Every request goes through one handler: auth, route
+ * match, validation, the route's handler, and errors in the one shape of errors.ts.
+ */
+import fs from 'node:fs';
+import http from 'node:http';
+import https from 'node:https';
+import net from 'node:net';
+import type { AddressInfo } from 'node:net';
+import type { Duplex } from 'node:stream';
+import { ConflictError, UserError } from '../errors/index.js';
+import type { TokenSet } from '../rollout/gateway/tokens.js';
+import { ApiError, httpError } from './errors.js';
+import { Router, routeInputs, type Match } from './router.js';
+import type { ApiContext } from './context.js';
+
+export interface ServeOptions {
+  /** The Unix socket path; null: no socket (TCP only). */
+  socket: string | null;
+  listen?: { host: string; port: number };
+  tokens?: TokenSet;
+  tls?: { cert: string | Buffer; key: string | Buffer };
+}
+
+export interface ApiServer {
+  socket: string | null;
+  url: string | null;
+  close(): Promise<void>;
+}
+
+/** The bearer check: only TCP connections with a token set configured; the Unix socket is guarded by its mode. */
+function authorize(req: http.IncomingMessage, route: Match['route'], tokens: TokenSet | undefined): void {
+  if (!tokens || route.public) return;
+  const check = tokens.check(req.headers.authorization);
+  if (check === 'ok') return;
+  throw new ApiError(401, 'unauthorized', check === 'missing' ? 'a bearer token is required' : 'the bearer token is not accepted', {
+    where: 'Authorization', hint: 'Send Authorization: Bearer TOKEN with a token from the server\'s --token-file.',
+  }, 64);
+}
+
+export function sendJson(res: http.ServerResponse, status: number, body: unknown, headers: Record<string, string> = {}): void {
+  const text = JSON.stringify(body);
+  res.writeHead(status, { 'content-type': 'application/json', 'content-length': Buffer.byteLength(text), ...headers });
+  res.end(text);
+}
+
+function handler(ctx: ApiContext, router: Router, tokens: TokenSet | undefined) {
+  return (req: http.IncomingMessage, res: http.ServerResponse) => {
+    const abort = new AbortController();
+    // the response closing before it finished is the client going away: streams and execs stop on it
+    res.on('close', () => { if (!res.writableFinished) abort.abort(); });
+    let label = 'unmatched';
+    void (async () => {
+      try {
+        const url = new URL(req.url ?? '/', 'http://smol');
+        const m = router.match(req.method ?? 'GET', url.pathname);
+        label = m.route.path;
+        authorize(req, m.route, tokens);
+        const inputs = await routeInputs(m, req, url);
+        const reply = await m.route.handle({ ...inputs, req, res, signal: abort.signal, ctx } as Parameters<Match['route']['handle']>[0]);
+        if (reply && !res.headersSent) sendJson(res, reply.status ?? 200, reply.body, reply.headers);
+      } catch (err) {
+        const { status, body } = httpError(err);
+        if (!res.headersSent) {
+          // the rest of an unread body is not worth reading: close the connection after the answer
+          if (!req.complete) res.shouldKeepAlive = false;
+          sendJson(res, status, body, status === 401 ? { 'www-authenticate': 'Bearer' } : {});
+        } else if (!res.writableEnded) {
+          res.destroy(); // mid-stream: the client sees a cut stream, not a body in the wrong format
+        }
+      } finally {
+        ctx.metrics.requests.inc({ route: label, status: String(res.statusCode) });
+      }
+    })();
+  };
+}
+
+function upgrader(ctx: ApiContext, router: Router, tokens: TokenSet | undefined) {
+  return (req: http.IncomingMessage, socket: Duplex, head: Buffer) => {
+    void (async () => {
+      try {
+        const url = new URL(req.url ?? '/', 'http://smol');
+        const m = router.match(req.method ?? 'GET', url.pathname);
+        authorize(req, m.route, tokens);
+        if (!m.route.upgrade) throw new ApiError(400, 'user_error', `${url.pathname} is not a WebSocket route`);
+        const { params, query } = await routeInputs(m, req, url);
+        m.route.upgrade({ params, query, req, socket, head, ctx } as Parameters<NonNullable<Match['route']['upgrade']>>[0]);
+      } catch (err) {
+        const { status, body } = httpError(err);
+        const text = JSON.stringify(body);
+        socket.end(`HTTP/1.1 ${status} ${http.STATUS_CODES[status] ?? ''}\r\ncontent-type: application/json\r\ncontent-length: ${Buffer.byteLength(text)}\r\nconnection: close\r\n${status === 401 ? 'www-authenticate: Bearer\r\n' : ''}\r\n${text}`);
+      }
+    })();
+  };
+}
+
+/**
+ * A socket file left by a server that died is replaced; one a live server answers on is refused (two servers
+ * on one socket would each think they own it); anything that is not a socket is never removed.
+ */
+export async function claimSocket(file: string): Promise<void> {
+  let st: fs.Stats;
+  try {
+    st = fs.lstatSync(file);
+  } catch (err) {
+    if ((err as NodeJS.ErrnoException).code === 'ENOENT') return;
+    throw err;
+  }
+  if (!st.isSocket()) throw new UserError(`${file} exists and is not a socket; refusing to replace it`, { where: '--socket', hint: 'Remove it yourself or pass --socket with another path.' });
+  const live = await new Promise<boolean>((resolve) => {
+    const c = net.connect(file);
+    c.once('connect', () => { c.destroy(); resolve(true); });
+    c.once('error', () => resolve(false));
+  });
+  if (live) throw new ConflictError(`another smol serve is listening on ${file}`, { where: '--socket', hint: 'Stop it first, or pass --socket with another path.' });
+  fs.unlinkSync(file);
+}
+
+function listenOn(server: http.Server, target: { path: string } | { host: string; port: number }): Promise<void> {
+  return new Promise((resolve, reject) => {
+    server.once('error', reject);
+    if ('path' in target) {
+      // bind happens inside listen(): under this umask the socket is born 0600, with no window at a wider mode
+      const old = process.umask(0o177);
+      try {
+        server.listen(target.path, () => resolve());
+      } finally {
+        process.umask(old);
+      }
+    } else server.listen(target.port, target.host, () => resolve());
+  });
+}
+
+export async function startApiServer(ctx: ApiContext, router: Router, o: ServeOptions): Promise<ApiServer> {
+  const servers: http.Server[] = [];
+  let socket: string | null = null;
+  let url: string | null = null;
+  try {
+    if (o.socket) {
+      await claimSocket(o.socket);
+      const s = http.createServer(handler(ctx, router, undefined));
+      s.on('upgrade', upgrader(ctx, router, undefined));
+      await listenOn(s, { path: o.socket });
+      fs.chmodSync(o.socket, 0o600);
+      servers.push(s);
+      socket = o.socket;
+    }
+    if (o.listen) {
+      const h = handler(ctx, router, o.tokens);
+      const s = o.tls ? https.createServer({ cert: o.tls.cert, key: o.tls.key }, h) : http.createServer(h);
+      s.on('upgrade', upgrader(ctx, router, o.tokens));
+      await listenOn(s, o.listen);
+      servers.push(s);
+      const a = s.address() as AddressInfo;
+      url = `${o.tls ? 'https' : 'http'}://${a.family === 'IPv6' ? `[${a.address}]` : a.address}:${a.port}`;
+    }
+  } catch (err) {
+    for (const s of servers) s.close();
+    throw err;
+  }
+  return {
+    socket, url,
+    close: async () => {
+      await Promise.all(servers.map((s) => new Promise<void>((resolve) => {
+        s.close(() => resolve());
+        s.closeAllConnections();
+      })));
+    },
+  };
+}
