@@ -29,6 +29,7 @@ const loaders: Record<string, (argv?: string[]) => Promise<Register>> = {
   image: async (argv) => (await import('./commands/image/index.js')).imageCommands(argv),
   registry: async () => (await import('./commands/registry/index.js')).registerRegistryCommands,
   snapshot: async () => (await import('./commands/snapshot.js')).register,
+  serve: async () => (await import('./commands/serve.js')).register,
   mcp: async () => (await import('./commands/mcp.js')).register,
 };
 const aliases: Record<string, string> = { m: 'machine' };
