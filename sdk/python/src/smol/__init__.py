@@ -1,7 +1,7 @@
 """Python SDK for `smol serve` (docs/api.md): machines, exec, files, fork, pause. Standard library only."""
 from .client import Machines, Smol
 from .errors import (
-    BootFailed, Conflict, GuestChannel, Internal, InvalidInput, NotFound, PayloadTooLarge, Prerequisite,
+    BootFailed, Conflict, GuestChannel, Internal, InvalidInput, MethodNotAllowed, NotFound, PayloadTooLarge, Prerequisite,
     SmolApiError, SmolConnectionError, SmolError, SmolProtocolError, Timeout, Unauthorized, UserError,
 )
 from .machine import ExecStream, Files, Machine
@@ -14,6 +14,6 @@ __all__ = [
     "Smol", "Machines", "Machine", "Files", "ExecStream",
     "ExecResult", "ExecExit", "FileEntry", "MachineEvent", "MachineInfo", "SseEvent", "SseParser",
     "SmolError", "SmolApiError", "SmolConnectionError", "SmolProtocolError",
-    "InvalidInput", "UserError", "Unauthorized", "NotFound", "Conflict", "PayloadTooLarge", "Timeout",
+    "InvalidInput", "UserError", "Unauthorized", "NotFound", "MethodNotAllowed", "Conflict", "PayloadTooLarge", "Timeout",
     "GuestChannel", "BootFailed", "Prerequisite", "Internal",
 ]

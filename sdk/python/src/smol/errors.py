@@ -61,6 +61,10 @@ class NotFound(SmolApiError):
     """404: no such machine, file, point or image."""
 
 
+class MethodNotAllowed(SmolApiError):
+    """405: the route exists but not with this method (an SDK newer than its server)."""
+
+
 class Conflict(SmolApiError):
     """409: name taken, machine in the wrong state, machine busy."""
 
@@ -94,6 +98,7 @@ _BY_CODE: Dict[str, Type[SmolApiError]] = {
     "user_error": UserError,
     "unauthorized": Unauthorized,
     "not_found": NotFound,
+    "method_not_allowed": MethodNotAllowed,
     "conflict": Conflict,
     "payload_too_large": PayloadTooLarge,
     "timeout": Timeout,
@@ -105,7 +110,7 @@ _BY_CODE: Dict[str, Type[SmolApiError]] = {
 
 # When the body is not the error shape (a proxy's page, a crash), the status still picks a class.
 _BY_STATUS: Dict[int, Type[SmolApiError]] = {
-    400: InvalidInput, 401: Unauthorized, 404: NotFound, 409: Conflict, 413: PayloadTooLarge,
+    400: InvalidInput, 401: Unauthorized, 404: NotFound, 405: MethodNotAllowed, 409: Conflict, 413: PayloadTooLarge,
     502: GuestChannel, 503: Prerequisite, 504: Timeout,
 }
 
