@@ -10,20 +10,18 @@ export function errorResult(err: unknown): CallToolResult {
     err = new ValidationError('invalid arguments', err.issues.map((i) => ({ path: i.path.join('.') || '(root)', message: i.message })));
   }
   const lines: string[] = [];
-  let error: Record<string, unknown>;
   if (err instanceof SmolError) {
     lines.push(`error: ${err.message}${err.where ? ` (${err.where})` : ''}`);
     if (err instanceof ValidationError) for (const i of err.issues) lines.push(`  ${i.path}: ${i.message}`);
     if (err.hint) lines.push(`hint: ${err.hint}`);
     lines.push(`(${err.name}, smol exit code ${err.exitCode})`);
-    error = { type: err.name, message: err.message, where: err.where, hint: err.hint, exitCode: err.exitCode, issues: err instanceof ValidationError ? err.issues : undefined };
   } else {
     // an error smol did not classify is a bug in smol; the server goes on serving the next call
     const e = err as Error;
-    lines.push(`internal error: ${e?.message ?? String(err)}`, 'This is a bug in smol; please report it with the tool call that caused it.');
-    error = { type: 'InternalError', message: e?.message ?? String(err), exitCode: ExitCode.internal };
+    lines.push(`internal error: ${e?.message ?? String(err)}`, `This is a bug in smol (exit code ${ExitCode.internal}); please report it with the tool call that caused it.`);
   }
-  return { content: [{ type: 'text', text: lines.join('\n') }], structuredContent: { error }, isError: true };
+  // text only: clients check structuredContent against the tool's output schema even on an error result
+  return { content: [{ type: 'text', text: lines.join('\n') }], isError: true };
 }
 
 export interface CommandOutput {
