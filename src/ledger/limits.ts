@@ -36,8 +36,6 @@ export const WAL_SIZE_LIMIT_BYTES = 64 * 1024 * 1024;
  * chunk per round trip, never a whole trajectory, and a row stays far below bytea's 1 GB limit and TOAST's sweet spot.
  */
 export const BLOB_CHUNK_BYTES = 1024 * 1024;
-/** Chunks fetched per query on read: 8 MiB in flight at most, few round trips for a large blob. */
-export const PG_BLOB_CHUNKS_PER_READ = 8;
 /**
  * The largest blob smol writes or reads (SMOL_BLOB_MAX_BYTES overrides): enforced while streaming, so a
  * corrupt or hostile row cannot make a reader allocate without bound. 256 MiB holds any trajectory we have

@@ -1,21 +1,23 @@
 /**
  * The PostgreSQL blob store (a PostgreSQL ledger's default): a blob is a `blobs` row (digest, size, chunk
  * count) and `blob_chunks` rows of at most BLOB_CHUNK_BYTES, written in one transaction, so a blob is there
- * whole or not at all, and every host that reaches the ledger reaches it. Writers and readers hold one chunk
- * per round trip (a query fetches PG_BLOB_CHUNKS_PER_READ at most), never a whole trajectory; the size cap is
- * checked as the bytes stream, and every read is hashed against its digest before it counts. A chunk longer
- * than a chunk is damage: only its first BLOB_CHUNK_BYTES + 1 bytes ever cross the wire.
+ * whole or not at all, and every host that reaches the ledger reaches it. Writers hold one chunk per round
+ * trip and readers one chunk at a time (a binary COPY, src/ledger/pg-copy.ts), never a whole trajectory; the
+ * size cap is checked as the bytes stream, and every read is hashed against its digest before it counts. A
+ * chunk longer than a chunk is damage: only its first BLOB_CHUNK_BYTES + 1 bytes ever cross the wire.
  */
 import { createHash, randomBytes } from 'node:crypto';
 import fs from 'node:fs';
 import path from 'node:path';
 import { pipeline } from 'node:stream/promises';
 import type pg from 'pg';
+import { to as copyTo } from 'pg-copy-streams';
 import { blobMaxBytes, digestOf, isDigest, overCapOnRead, tooLarge } from './blob-common.js';
 import type { BlobStore } from './blobs.js';
 import { IntegrityError } from './errors.js';
 import { inTransaction } from './pg-tx.js';
-import { BLOB_CHUNK_BYTES, PG_BLOB_CHUNKS_PER_READ, PG_BLOB_LOOKUP_BATCH } from './limits.js';
+import { BLOB_CHUNK_BYTES, PG_BLOB_LOOKUP_BATCH } from './limits.js';
+import { copyTuples, int4Of } from './pg-copy.js';
 import { mapFsError } from '../errors/index.js';
 
 /** Splits a buffer into chunk-sized views (no copies). */
@@ -133,6 +135,10 @@ export class PostgresBlobStore implements BlobStore {
     return inTransaction(this.pool, fn);
   }
 
+  /**
+   * One binary COPY streams the chunks in order (raw bytes, not pg's hex text), one chunk in the heap at a
+   * time; the reader holds a pool connection until it finishes, and one left mid-stream is closed, not reused.
+   */
   async *read(digest: string): AsyncIterable<Buffer> {
     this.check(digest);
     const head = (await this.pool.query('SELECT size, chunks FROM blobs WHERE digest = $1', [digest])).rows[0] as { size: string; chunks: number } | undefined;
@@ -143,23 +149,29 @@ export class PostgresBlobStore implements BlobStore {
     const h = createHash('sha256');
     let total = 0;
     let seq = 0;
-    while (seq < head.chunks) {
+    const c = await this.pool.connect();
+    let finished = false;
+    try {
+      // COPY takes no parameters: the digest passed check() (hex only) and chunks is the server's integer.
       // substring bounds what one row can send, whatever its stored length; octet_length reveals an overlong one
-      const rows = (await this.pool.query(
-        'SELECT seq, substring(data FROM 1 FOR $3) AS data, octet_length(data) AS n FROM blob_chunks WHERE digest = $1 AND seq >= $2 ORDER BY seq LIMIT $4',
-        [digest, seq, BLOB_CHUNK_BYTES + 1, PG_BLOB_CHUNKS_PER_READ])).rows as { seq: number; data: Buffer; n: number }[];
-      if (rows.length === 0) throw new IntegrityError(`blob ${digest} is corrupt (chunk ${seq} of ${head.chunks} is missing)`, { where });
-      for (const r of rows) {
-        if (r.seq !== seq) throw new IntegrityError(`blob ${digest} is corrupt (chunk ${seq} is missing)`, { where });
-        if (r.n > BLOB_CHUNK_BYTES) throw new IntegrityError(`blob ${digest} is corrupt (chunk ${seq} is ${r.n} bytes, over the ${BLOB_CHUNK_BYTES}-byte chunk size)`, { where });
-        total += r.data.length;
+      const sql = `COPY (SELECT seq, substring(data FROM 1 FOR ${BLOB_CHUNK_BYTES + 1}), octet_length(data) FROM blob_chunks WHERE digest = '${digest}' ORDER BY seq LIMIT ${Math.trunc(head.chunks)}) TO STDOUT (FORMAT binary)`;
+      for await (const [s, data, n] of copyTuples(c.query(copyTo(sql)), { maxBytes: [4, BLOB_CHUNK_BYTES + 1, 4] }, where)) {
+        if (int4Of(s, 'a chunk number', where) !== seq) throw new IntegrityError(`blob ${digest} is corrupt (chunk ${seq} is missing)`, { where });
+        const len = int4Of(n, `chunk ${seq}'s length`, where);
+        if (len > BLOB_CHUNK_BYTES) throw new IntegrityError(`blob ${digest} is corrupt (chunk ${seq} is ${len} bytes, over the ${BLOB_CHUNK_BYTES}-byte chunk size)`, { where });
+        if (!data) throw new IntegrityError(`blob ${digest} is corrupt (chunk ${seq} is NULL)`, { where });
+        total += data.length;
         if (total > this.maxBytes) throw overCapOnRead(digest, where, this.maxBytes);
         if (total > size) throw new IntegrityError(`blob ${digest} is corrupt (more bytes than its recorded ${size})`, { where });
-        h.update(r.data);
+        h.update(data);
         seq++;
-        yield r.data;
+        yield data;
       }
+      finished = true;
+    } finally {
+      c.release(!finished);
     }
+    if (seq < head.chunks) throw new IntegrityError(`blob ${digest} is corrupt (chunk ${seq} of ${head.chunks} is missing)`, { where });
     if (total !== size || 'sha256:' + h.digest('hex') !== digest) throw new IntegrityError(`blob ${digest} is corrupt (content hash differs)`, { where });
   }
 
