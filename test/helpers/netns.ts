@@ -5,7 +5,7 @@
  * switch port: the host keeps its address and its open sockets, and its packets go nowhere, as when a
  * cloud host's network splits. Needs root and iproute2 (CI and the dev machines run as root).
  */
-import { execFileSync, spawnSync } from 'node:child_process';
+import { execFileSync, spawn, spawnSync } from 'node:child_process';
 import crypto from 'node:crypto';
 import fs from 'node:fs';
 import os from 'node:os';
@@ -107,4 +107,39 @@ export function startPostgresIn(host: Host): NsPg {
     restart: () => { pgCtl('-l', path.join(dir, 'log'), '-m', 'fast', '-w', '-t', '30', 'restart'); },
     stop,
   };
+}
+
+export interface NsRegistry { host: string; stop(): void }
+
+/**
+ * Debian's docker-registry (as test/helpers/registry.ts) inside `host`'s namespace on its address, port 5000:
+ * the registry the other hosts pull from across the switch. Plain HTTP, so its clients list `host` in
+ * SMOL_INSECURE_REGISTRIES. Ready once it logs that it listens (the test process cannot connect into the namespace).
+ */
+export async function startRegistryIn(host: Host): Promise<NsRegistry> {
+  const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'smol-nsreg-'));
+  const addr = `${host.addr}:5000`;
+  fs.writeFileSync(path.join(dir, 'config.yml'), ['version: 0.1', 'log:', '  level: info', 'storage:', '  filesystem:', `    rootdirectory: ${path.join(dir, 'data')}`,
+    'http:', `  addr: ${addr}`, ''].join('\n'));
+  const child = spawn('ip', ['netns', 'exec', host.ns, '/usr/bin/docker-registry', 'serve', path.join(dir, 'config.yml')], { stdio: ['ignore', 'ignore', 'pipe'] });
+  let stopped = false;
+  const stop = () => {
+    if (stopped) return;
+    stopped = true;
+    child.kill('SIGKILL');
+    fs.rmSync(dir, { recursive: true, force: true });
+  };
+  process.once('exit', stop);
+  let log = '';
+  let ready = false;
+  await new Promise<void>((resolve, reject) => {
+    const timer = setTimeout(() => { stop(); reject(new Error(`docker-registry did not start on ${addr}: ${log.slice(-500)}`)); }, 15_000);
+    child.stderr!.on('data', (d: Buffer) => {
+      if (ready) return; // its access log after that is not kept
+      log += d.toString();
+      if (log.includes(`listening on ${addr}`)) { ready = true; clearTimeout(timer); resolve(); }
+    });
+    child.once('exit', (code) => { clearTimeout(timer); if (!ready) reject(new Error(`docker-registry exited ${code}: ${log.slice(-500)}`)); });
+  });
+  return { host: addr, stop };
 }
