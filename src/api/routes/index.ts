@@ -4,6 +4,8 @@
  */
 import type { Route } from '../router.js';
 import { routes as health } from './health.js';
+import { routes as exec } from './exec.js';
+import { routes as lifecycle } from './lifecycle.js';
 import { routes as machines } from './machines.js';
 
-export const allRoutes: readonly Route[] = [...health, ...machines];
+export const allRoutes: readonly Route[] = [...health, ...machines, ...lifecycle, ...exec];

@@ -1,0 +1,87 @@
+/**
+ * Interactive exec over a WebSocket (the `ws` library on the server's own upgrade hook; auth ran before it).
+ * Client → server: binary frames are stdin; text frames are JSON resize, signal or eof. Server → client:
+ * binary frames with a 1-byte stream prefix (1 stdout, 2 stderr), a final `exit` text frame, close 1000.
+ * A client that goes away kills the guest command: nothing is left running for nobody.
+ */
+import { PassThrough, Writable } from 'node:stream';
+import { WebSocketServer, type WebSocket } from 'ws';
+import { z } from 'zod';
+import { ConflictError } from '../../errors/index.js';
+import { execInMachine, exitCodeOf, type ExecHandle } from '../../vm/api/exec.js';
+import { httpError } from '../errors.js';
+import { defineRoute, type Route } from '../router.js';
+import { errorSchema } from '../schemas/error.js';
+import { machineNameParamsSchema } from '../schemas/machines.js';
+import { wsControlSchema, wsExecQuerySchema } from '../schemas/ws-exec.js';
+
+/** One client frame at most; stdin arrives in many. */
+const MAX_FRAME = 1024 * 1024;
+/** Output waits for the socket past this much unsent, so a slow client slows the guest, not our memory. */
+const SEND_HIGH_WATER = 1024 * 1024;
+
+let wss: WebSocketServer | undefined;
+const server = () => (wss ??= new WebSocketServer({ noServer: true, maxPayload: MAX_FRAME }));
+
+/** Output frames: the prefix byte then the bytes; a write completes when the socket's buffer is low again. */
+function frames(ws: WebSocket, prefix: 1 | 2): Writable {
+  return new Writable({
+    write(chunk: Buffer, _enc, cb) {
+      if (ws.readyState !== ws.OPEN) return cb();
+      ws.send(Buffer.concat([Buffer.of(prefix), chunk]), { binary: true });
+      if (ws.bufferedAmount < SEND_HIGH_WATER) return cb();
+      const wait = setInterval(() => {
+        if (ws.readyState !== ws.OPEN || ws.bufferedAmount < SEND_HIGH_WATER) { clearInterval(wait); cb(); }
+      }, 10);
+    },
+  });
+}
+
+type Query = z.output<typeof wsExecQuerySchema>;
+
+function session(ws: WebSocket, run: (io: { stdin: PassThrough; stdout: Writable; stderr: Writable; signal: AbortSignal; onStart: (h: ExecHandle) => void }) => ReturnType<typeof execInMachine>, q: Query): void {
+  const stdin = new PassThrough();
+  const gone = new AbortController();
+  let handle: ExecHandle | undefined;
+  const sendError = (err: unknown) => ws.send(JSON.stringify({ type: 'error', ...httpError(err).body }));
+  ws.on('close', () => gone.abort());
+  ws.on('message', (data: Buffer, isBinary: boolean) => {
+    if (isBinary) return void stdin.write(data);
+    const parsed = wsControlSchema.safeParse((() => { try { return JSON.parse(data.toString('utf8')) as unknown; } catch { return null; } })());
+    if (!parsed.success) return sendError(new ConflictError('a text frame must be JSON {"type":"resize"|"signal"|"eof", ...}'));
+    const m = parsed.data;
+    if (m.type === 'eof') stdin.end();
+    else if (m.type === 'resize') handle?.resize(m.rows, m.cols);
+    else handle?.signal(m.signal);
+  });
+  void run({ stdin, stdout: frames(ws, 1), stderr: frames(ws, 2), signal: gone.signal, onStart: (h) => { handle = h; if (q.tty) h.resize(q.rows ?? 24, q.cols ?? 80); } })
+    .then((r) => {
+      if (ws.readyState !== ws.OPEN) return;
+      ws.send(JSON.stringify({ type: 'exit', exitCode: exitCodeOf(r), signal: r.signal }));
+      ws.close(1000);
+    }, (err: unknown) => {
+      if (ws.readyState !== ws.OPEN) return;
+      sendError(err);
+      ws.close(1011);
+    });
+}
+
+export const routes: Route[] = [
+  defineRoute({
+    method: 'GET', path: '/v1/machines/{name}/exec/ws', operationId: 'execWebSocket', tags: ['exec'],
+    summary: 'Interactive exec over a WebSocket: stdin as binary frames; resize, signal, eof as JSON; output frames prefixed 1/2; then exit',
+    params: machineNameParamsSchema, query: wsExecQuerySchema,
+    responses: {
+      101: { description: 'switched to the WebSocket protocol', contentType: 'application/octet-stream' },
+      404: { description: 'no such machine', schema: errorSchema }, 409: { description: 'the machine is not running', schema: errorSchema },
+    },
+    handle: () => Promise.reject(new ConflictError('this route is a WebSocket', { hint: 'Connect with a WebSocket client (Upgrade: websocket).' })),
+    upgrade: ({ params, query, req, socket, head, ctx }) => {
+      // checked before the upgrade: a missing or stopped machine is a plain HTTP error answer
+      const rec = ctx.svc.refresh(ctx.svc.store.get(params.name));
+      if (rec.state !== 'running') throw new ConflictError(`machine "${rec.name}" is not running (state: ${rec.state})`, { where: rec.name, hint: `Start it first: smol machine start ${rec.name}` });
+      server().handleUpgrade(req, socket, head, (ws) => session(ws, (io) => ctx.metrics.time(ctx.metrics.execSeconds, () =>
+        execInMachine(ctx.svc, params.name, { argv: query.argv, cwd: query.workdir, tty: query.tty, rows: query.rows, cols: query.cols }, io)), query));
+    },
+  }),
+];
