@@ -125,8 +125,11 @@ describe.skipIf(skip)(`cloud plane failures across namespaces${skip ? ` (skipped
 
   // last: the vanished host's link stays down
   it('a worker host vanishes for good: once its leases expire, the other host finishes its items, each once', async () => {
-    await cloud.submit('vanish', cpuManifest('vanish', 4, 1.5));
     const [w1, w2] = ['w1', 'w2'].map((h) => cloud.worker(h, ['--concurrency', '2', '--lease', '2s']));
+    // both claiming before there is work, two slots each for four items: each host holds two (a slow start
+    // under load would otherwise let one host take them all)
+    await Promise.all([w1, w2].map((w) => w.waitFor((e) => e.type === 'concurrency')));
+    await cloud.submit('vanish', cpuManifest('vanish', 4, 3));
     await Promise.all([w1, w2].map((w) => w.waitFor((e) => e.type === 'claimed')));
     await cloud.vanish('w1', w1);
     // what it held, as the ledger saw it when it vanished: leased by w1
