@@ -3,6 +3,7 @@
  * machine kept for the file (written, read, exec'd in, forked once) and removed at the end.
  */
 import fs from 'node:fs';
+import path from 'node:path';
 import { Client } from '@modelcontextprotocol/sdk/client/index.js';
 import { StdioClientTransport } from '@modelcontextprotocol/sdk/client/stdio.js';
 import type { CallToolResult } from '@modelcontextprotocol/sdk/types.js';
@@ -11,6 +12,7 @@ import { cliEnv, killQemuMentioning, qemuProcessesMentioning, scratchHome, smolB
 
 let home: string;
 let client: Client;
+let transport: StdioClientTransport;
 let stderr = '';
 /** Anything on the server's stdout that is not a JSON-RPC message lands here (the client cannot parse it). */
 const protocolErrors: Error[] = [];
@@ -20,7 +22,7 @@ const call = async (name: string, args: Record<string, unknown>) => (await clien
 
 beforeAll(async () => {
   home = scratchHome('mcp');
-  const transport = new StdioClientTransport({
+  transport = new StdioClientTransport({
     command: process.execPath, args: [smolBin, 'mcp'], stderr: 'pipe',
     env: Object.fromEntries(Object.entries(cliEnv({ home })).filter((e): e is [string, string] => e[1] !== undefined)),
   });
@@ -125,4 +127,28 @@ describe('smol mcp', () => {
   it('wrote nothing but JSON-RPC on stdout', () => {
     expect(protocolErrors, stderr).toEqual([]);
   });
+
+  // last: it ends the server
+  it('a client that goes away mid-run ends the server and leaves no machine behind', async () => {
+    const pid = transport.pid!;
+    const pending = call('run', { command: 'sleep 60' }).catch((err: Error) => err);
+    for (let i = 0; i < 600 && !qemuProcessesMentioning(home).length; i++) await sleep(100);
+    expect(qemuProcessesMentioning(home).length).toBeGreaterThan(0);
+    await client.close();
+    expect(await pending).toBeInstanceOf(Error);
+    for (let i = 0; i < 100 && (alive(pid) || qemuProcessesMentioning(home).length); i++) await sleep(100);
+    expect(alive(pid)).toBe(false);
+    expect(qemuProcessesMentioning(home)).toEqual([]);
+    expect(fs.readdirSync(path.join(home, 'machines'))).toEqual([]);
+  });
 });
+
+const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
+function alive(pid: number): boolean {
+  try {
+    process.kill(pid, 0);
+    return true;
+  } catch {
+    return false;
+  }
+}
