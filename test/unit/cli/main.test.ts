@@ -4,7 +4,7 @@ import { buildProgram, main } from '../../../src/cli/main.js';
 describe('cli entry', () => {
   it('the full program registers every command group', async () => {
     const names = (await buildProgram()).commands.map((c) => c.name()).sort();
-    expect(names).toEqual(['completion', 'doctor', 'fork', 'gateway', 'gpu', 'image', 'ledger', 'machine', 'pack', 'prune', 'registry', 'rollout', 'run', 'serve', 'setup', 'smolfile', 'snapshot', 'worker']);
+    expect(names).toEqual(['completion', 'doctor', 'fork', 'gateway', 'gpu', 'image', 'ledger', 'machine', 'mcp', 'pack', 'prune', 'registry', 'rollout', 'run', 'serve', 'setup', 'smolfile', 'snapshot', 'worker']);
   });
 
   it('an unknown command is a usage error (64), a known one parses on its own', async () => {
