@@ -31,14 +31,6 @@ function py(args: string[], env: Record<string, string> = {}, cwd = root, timeou
 }
 
 describe('Python SDK', () => {
-  let srv: ServeHandle;
-
-  beforeAll(async () => { srv = await startServe({ tcp: true }); });
-  afterAll(async () => {
-    await srv?.stop();
-    if (srv) killQemuMentioning(srv.home);
-  });
-
   it('installs with pip from the source tree, offline, needing nothing from PyPI', async () => {
     const venv = fs.mkdtempSync(path.join(os.tmpdir(), 'smol-pysdk-venv-'));
     try {
@@ -61,8 +53,18 @@ describe('Python SDK', () => {
     expect(r.out).toMatch(/test_an_endless_line_is_refused_at_the_cap_without_buffering_it_all .* ok/);
     expect(r.out).toMatch(/test_a_huge_event_of_many_small_lines_is_refused .* ok/);
   });
+});
 
-  it('passes its unittest suite against a real smol serve (socket and TCP with a token)', async () => {
+describe('Python SDK against a real smol serve', () => {
+  let srv: ServeHandle;
+
+  beforeAll(async () => { srv = await startServe({ tcp: true }); });
+  afterAll(async () => {
+    await srv?.stop();
+    if (srv) killQemuMentioning(srv.home);
+  });
+
+  it('passes its unittest suite (socket and TCP with a token)', async () => {
     const r = await py(['python', '-m', 'unittest', 'discover', '-s', 'sdk/python/tests', '-v'], {
       SMOL_TEST_SOCKET: srv.socket, SMOL_TEST_URL: srv.url!, SMOL_TEST_TOKEN: srv.token!,
     });

@@ -218,7 +218,7 @@ class Machine:
         return self._update(self._t.json("POST", self._path("/pause"), json_body={"toDisk": to_disk}))
 
     def resume(self) -> "Machine":
-        return self._update(self._t.json("POST", self._path("/resume"), json_body={}))
+        return self._update(self._t.json("POST", self._path("/resume")))
 
     def fork(self, count: int = 1, names: Optional[Sequence[str]] = None,
              env: Optional[Mapping[str, str]] = None) -> List["Machine"]:
