@@ -7,4 +7,6 @@ rc=0
 node --import tsx scripts/gen-cuda-protocol.ts --check || rc=1
 node --import tsx scripts/gen-agent-protocol.ts --check || rc=1
 node --import tsx scripts/gen-openapi.ts --check || rc=1
+# the TypeScript SDK's types, from the document just checked
+node_modules/.bin/openapi-typescript docs/openapi.json -o src/client/schema.ts --check >/dev/null || { echo "stale generated file: src/client/schema.ts (run: npm run gen:client)" >&2; rc=1; }
 exit $rc
