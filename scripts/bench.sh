@@ -9,5 +9,8 @@ for a in "$@"; do case "$a" in --quick) export BENCH_QUICK=1 BENCH_RUNS=1; limit
 for b in vm agent cuda ledger fork pack io image rollout cloud; do
   [ -n "$(node -e "process.stdout.write(require('./package.json').scripts['bench:$b'] ?? '')")" ] || continue
   echo "== bench:$b"
+  t0=$SECONDS
   "${limit[@]}" npm run --silent "bench:$b"
+  # a quick run's cost is CI time: say it, so a bench that grows shows up in the log
+  [ -z "${BENCH_QUICK:-}" ] || echo "(bench:$b took $((SECONDS - t0)) s)"
 done
