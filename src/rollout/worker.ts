@@ -69,7 +69,7 @@ export interface WorkerOptions {
   onEvent?: (e: WorkerEvent) => void;
 }
 
-interface Running { claim: Claim; abort: AbortController; started: boolean; done: Promise<void> }
+interface Running { claim: Claim; abort: AbortController; started: boolean; done: Promise<void>; claimedAt: number }
 const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
 /** The store's own description where it has one (a directory, or the ledger holding the blobs). */
 function storeWhere(b: object): string {
@@ -91,8 +91,8 @@ export class Worker {
   private clockSkew = 0;
   private readonly ledgerAt: string;
   private readonly blobsAt: string;
-  /** The current run of infrastructure failures of one cause. */
-  private streak: { area: InfraArea; n: number } | null = null;
+  /** The current run of infrastructure failures of one cause; `at`: when its latest counted failure happened. */
+  private streak: { area: InfraArea; n: number; at: number } | null = null;
   /** No claims before this (Date.now() ms): the backoff after an infrastructure failure. */
   private pauseUntil = 0;
   /** Infrastructure failures since the last concurrency window ended. */
@@ -173,16 +173,24 @@ export class Worker {
     return r;
   }
 
-  /** Counts, reports and backs off; the `giveUpAfter`th failure in a row of one cause stops the worker. */
-  private infraFailed(f: InfraFailure, on?: { claim: Claim; released: boolean }): void {
+  /**
+   * Counts, reports and backs off; the `giveUpAfter`th failure in a row of one cause stops the worker. A row
+   * counts tries, not items: an item claimed before the row's latest counted failure was already in flight
+   * when the outage began, so its failure is the same try seen again (N items running meet one gateway outage
+   * N times) and neither lengthens the row nor the backoff; it is still counted and reported.
+   */
+  private infraFailed(f: InfraFailure, on?: { claim: Claim; released: boolean; claimedAt: number }): void {
     this.infraFailures++;
     this.windowInfra++;
-    const n = this.streak?.area === f.area ? this.streak.n + 1 : 1;
-    this.streak = { area: f.area, n };
-    const giveUp = n >= (this.o.giveUpAfter ?? WORKER_GIVE_UP_AFTER);
+    const now = Date.now();
+    const same = this.streak?.area === f.area;
+    const seenAgain = same && on !== undefined && on.claimedAt <= this.streak!.at;
+    const n = seenAgain ? this.streak!.n : same ? this.streak!.n + 1 : 1;
+    if (!seenAgain) this.streak = { area: f.area, n, at: now };
+    const giveUp = !seenAgain && n >= (this.o.giveUpAfter ?? WORKER_GIVE_UP_AFTER);
     const b = this.o.infraBackoff ?? { baseMs: WORKER_INFRA_BACKOFF_MS, capMs: WORKER_INFRA_BACKOFF_CAP_MS };
-    const backoffMs = giveUp ? 0 : infraBackoff(n, b.baseMs, b.capMs);
-    this.pauseUntil = Math.max(this.pauseUntil, Date.now() + backoffMs);
+    const backoffMs = giveUp ? 0 : seenAgain ? Math.max(0, this.pauseUntil - now) : infraBackoff(n, b.baseMs, b.capMs);
+    this.pauseUntil = Math.max(this.pauseUntil, now + backoffMs);
     const item = on ? { itemId: on.claim.item.id, attempt: on.claim.attempt, stage: on.claim.item.stage } : {};
     this.emit({ type: 'infra', area: f.area, error: f.message, where: f.where ?? '', ...item, released: on?.released ?? false, inARow: n, backoffMs, infraFailures: this.infraFailures });
     if (giveUp && !this.fatal) {
@@ -211,7 +219,7 @@ export class Worker {
   }
 
   private start(c: Claim): void {
-    const r: Running = { claim: c, abort: new AbortController(), started: false, done: Promise.resolve() };
+    const r: Running = { claim: c, abort: new AbortController(), started: false, done: Promise.resolve(), claimedAt: Date.now() };
     this.running.set(c.item.id, r);
     this.emit({ type: 'claimed', itemId: c.item.id, attempt: c.attempt, stage: c.item.stage });
     // process() reports its own failures; a throw that gets here came from an onEvent listener
@@ -256,7 +264,7 @@ export class Worker {
       } catch {
         // the ledger failed too (or is what failed): the lease expires instead, and the event says it was not released
       }
-      this.infraFailed(f, { claim: c, released });
+      this.infraFailed(f, { claim: c, released, claimedAt: r.claimedAt });
     }
   }
 

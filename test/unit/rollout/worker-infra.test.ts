@@ -86,6 +86,19 @@ describe('a worker that cannot do the work', () => {
     expect((await ledger.listItems('g')).every((i) => i.status === 'queued' && i.attempt === 0)).toBe(true);
   });
 
+  it('counts an outage once however many items were in flight when it began (--give-up-after counts tries, not items)', async () => {
+    const blobs = new BlobStore(path.join(dir, 'blobs'));
+    await submitRollout(ledger, blobs, manifest('o', '{ name: gen, kind: gpu, model: { name: m, version: "1" }, promptVersion: p1 }', 4));
+    const gateway = `http://127.0.0.1:${await closedPort()}`;
+    const { w, events, error } = await run({ blobs, gateway, concurrency: 4, giveUpAfter: 2, gatewayDownMaxWaitMs: 50 });
+    expect((error as SmolError).message).toMatch(/2 infrastructure failures in a row \(gateway\)/);
+    const infra = events.filter((e) => e.type === 'infra');
+    // the four items claimed together meet the outage once: one try; the second claim round is the second try
+    expect(infra.slice(0, 4).map((e) => e.type === 'infra' && e.inARow)).toEqual([1, 1, 1, 1]);
+    expect(infra.some((e) => e.type === 'infra' && e.inARow === 2)).toBe(true);
+    expect(w.infraFailures).toBe(infra.length);
+  });
+
   it('loses its ledger mid-run: claims fail, it backs off, then gives up with exit 75 instead of hanging', async () => {
     const blobs = new BlobStore(path.join(dir, 'blobs'));
     await submitRollout(ledger, blobs, manifest('l', '{ name: up, kind: cpu, command: [cat] }', 2));
