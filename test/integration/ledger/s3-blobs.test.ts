@@ -13,6 +13,7 @@ import { DeleteObjectCommand, GetObjectCommand, HeadObjectCommand, PutObjectComm
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { BlobTooLargeError, digestOf } from '../../../src/ledger/blobs.js';
 import { checkLedger } from '../../../src/ledger/check.js';
+import { FileBlobStore } from '../../../src/ledger/file-blobs.js';
 import { IntegrityError } from '../../../src/ledger/errors.js';
 import { openLedger, type OpenLedger } from '../../../src/ledger/open.js';
 import { S3_PART_BYTES, S3BlobStore } from '../../../src/ledger/s3-blobs.js';
@@ -171,6 +172,29 @@ describe('S3 blob store (s3rver)', () => {
     const bad = await checkLedger(a, { verifyBlobs: true });
     expect(bad.issues.map((i) => i.detail)).toEqual([expect.stringMatching(/^input of .*: blob sha256:\w+ is corrupt/)]);
     await close(a);
+  });
+
+  it('ledger migrate-blobs --to s3:// copies a file store in, re-hashed; a damaged file is reported, a rerun copies nothing twice', async () => {
+    const home = fs.mkdtempSync(path.join(tmp, 'mig-'));
+    const files = new FileBlobStore(path.join(home, 'blobs'));
+    const big = randomBytes(S3_PART_BYTES + 5);
+    const bigRef = files.put(big);
+    const [small] = files.putMany(['a prompt']);
+    const damaged = files.put(Buffer.alloc(70_000, 1));
+    fs.writeFileSync(files.pathOf(damaged), Buffer.alloc(70_000, 2));
+    files.close();
+    const env = { SMOL_HOME: home, SMOL_LEDGER: '', SMOL_BLOBS: '', ...s3.env };
+    const args = ['ledger', 'migrate-blobs', '--to', `s3://${BUCKET}/mig`, '--json'];
+    const first = await smolRun(args, env);
+    expect(first.code, first.stderr).toBe(76);
+    expect(JSON.parse(first.stdout)).toMatchObject({ scanned: 3, copied: 2, present: 0, bytes: big.length + 'a prompt'.length, failed: [{ digest: damaged }] });
+    expect(await exists(keyOf('mig', damaged))).toBe(false);
+    expect((await objectBytes(keyOf('mig', bigRef))).equals(big)).toBe(true);
+    expect((await objectBytes(keyOf('mig', small))).toString()).toBe('a prompt');
+    fs.rmSync(new FileBlobStore(path.join(home, 'blobs')).pathOf(damaged));
+    const again = await smolRun(args, env);
+    expect(again.code, again.stderr).toBe(0);
+    expect(JSON.parse(again.stdout)).toMatchObject({ scanned: 2, copied: 0, present: 2, failed: [] });
   });
 
   it('runs a rollout end to end with a SQLite ledger and --blobs s3://: results readable, ledger check --blobs clean', async () => {
