@@ -19,6 +19,7 @@ from smol import Conflict, InvalidInput, NotFound, Smol, SmolApiError, SmolConne
 SOCKET = os.environ.get("SMOL_TEST_SOCKET")
 URL = os.environ.get("SMOL_TEST_URL")
 TOKEN = os.environ.get("SMOL_TEST_TOKEN")
+CAFILE = os.environ.get("SMOL_TEST_CAFILE") or None  # the CA of an https:// SMOL_TEST_URL
 IMAGE = os.environ.get("SMOL_TEST_IMAGE") or None
 TAG = uuid.uuid4().hex[:8]
 OPENAPI = os.path.join(os.path.dirname(__file__), "..", "..", "..", "docs", "openapi.json")
@@ -143,17 +144,27 @@ class MachineTest(unittest.TestCase):
 
 @unittest.skipUnless(URL and TOKEN, "needs `smol serve --listen` with a token file: set SMOL_TEST_URL and SMOL_TEST_TOKEN")
 class TcpAuthTest(unittest.TestCase):
+    def client(self, token):
+        return Smol(url=URL, token=token, cafile=CAFILE)
+
     def test_the_right_token_is_let_in(self):
-        self.assertIsInstance(Smol(url=URL, token=TOKEN).machines.list(), list)
+        self.assertIsInstance(self.client(TOKEN).machines.list(), list)
 
     def test_a_wrong_or_missing_token_is_401(self):
         for token in ("wrong-" + TOKEN, None):
             with self.assertRaises(Unauthorized) as ctx:
-                Smol(url=URL, token=token).machines.list()
+                self.client(token).machines.list()
             self.assertEqual((ctx.exception.status, ctx.exception.code), (401, "unauthorized"))
 
     def test_health_needs_no_token(self):
-        self.assertTrue(Smol(url=URL, token=None).health()["ok"])
+        self.assertTrue(self.client(None).health()["ok"])
+
+    @unittest.skipUnless(URL and URL.startswith("https:") and CAFILE, "needs an https:// SMOL_TEST_URL and SMOL_TEST_CAFILE")
+    def test_https_trusts_only_the_ca_given(self):
+        with self.assertRaises(SmolConnectionError) as ctx:
+            Smol(url=URL, token=TOKEN).machines.list()  # the system's CAs do not know the test CA
+        self.assertIn("CERTIFICATE_VERIFY_FAILED", str(ctx.exception))
+        self.assertEqual(self.client(TOKEN).health()["ok"], True)
 
 
 if __name__ == "__main__":

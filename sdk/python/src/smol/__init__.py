@@ -6,13 +6,13 @@ from .errors import (
 )
 from .machine import ExecStream, Files, Machine
 from .sse import SseEvent, SseParser
-from .types import ExecExit, ExecResult, FileEntry, MachineEvent, MachineInfo
+from .types import ExecExit, ExecResult, FileEntry, FileList, MachineEvent, MachineInfo
 
 __version__ = "0.1.0"
 
 __all__ = [
     "Smol", "Machines", "Machine", "Files", "ExecStream",
-    "ExecResult", "ExecExit", "FileEntry", "MachineEvent", "MachineInfo", "SseEvent", "SseParser",
+    "ExecResult", "ExecExit", "FileEntry", "FileList", "MachineEvent", "MachineInfo", "SseEvent", "SseParser",
     "SmolError", "SmolApiError", "SmolConnectionError", "SmolProtocolError",
     "InvalidInput", "UserError", "Unauthorized", "NotFound", "MethodNotAllowed", "Conflict", "PayloadTooLarge", "Timeout",
     "GuestChannel", "BootFailed", "Prerequisite", "Internal",

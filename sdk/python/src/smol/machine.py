@@ -10,7 +10,7 @@ from typing import Any, Dict, Iterator, List, Mapping, Optional, Sequence, Tuple
 from ._http import MAX_JSON_BYTES, Transport, iter_body, seg
 from .errors import NotFound, SmolProtocolError, error_from_body
 from .sse import SseParser
-from .types import ExecExit, ExecResult, FileEntry, MachineInfo
+from .types import ExecExit, ExecResult, FileEntry, FileList, MachineInfo
 
 
 def exec_body(argv: Sequence[str], env: Optional[Mapping[str, str]], workdir: Optional[str],
@@ -136,10 +136,24 @@ class Files:
                               headers={"Content-Type": "application/octet-stream"})
         return int(out.get("bytes", len(raw))) if isinstance(out, dict) else len(raw)
 
-    def list(self, path: str) -> List[FileEntry]:
+    def list(self, path: str) -> FileList:
         out = self._m._t.json("GET", self._base() + "/list", [("path", path)])
-        return [FileEntry(name=str(e.get("name", "")), type=str(e.get("type", "other")), size=int(e.get("size") or 0),
-                          mode=_mode(e.get("mode"))) for e in out.get("entries", []) if isinstance(e, dict)]
+        entries = FileList(FileEntry(name=str(e.get("name", "")), type=str(e.get("type", "other")),
+                                     size=int(e.get("size") or 0), mode=_mode(e.get("mode")))
+                           for e in out.get("entries", []) if isinstance(e, dict))
+        entries.truncated = bool(out.get("truncated"))
+        return entries
+
+    def read_tar(self, path: str, max_bytes: int = MAX_JSON_BYTES) -> bytes:
+        """The directory `path` as a tar (modes kept); open it with tarfile.open(fileobj=io.BytesIO(...))."""
+        data, _ = self._m._t.bytes("GET", self._base() + "/tar", [("path", path)], max_bytes=max_bytes)
+        return data
+
+    def write_tar(self, path: str, tar: bytes) -> Dict[str, Any]:
+        """Unpack a tar into the directory `path`; entries that would leave it are refused, nothing partial left."""
+        out: Dict[str, Any] = self._m._t.json("PUT", self._base() + "/tar", [("path", path)], body=bytes(tar),
+                                              headers={"Content-Type": "application/x-tar"})
+        return out
 
 
 def _mode(v: Any) -> int:

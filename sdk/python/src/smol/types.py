@@ -92,6 +92,12 @@ class FileEntry:
     mode: int  # permission bits, e.g. 0o644
 
 
+class FileList(List[FileEntry]):
+    """A directory's entries; `truncated` when the directory has more than one listing returns."""
+
+    truncated: bool = False
+
+
 @dataclass(frozen=True)
 class MachineEvent:
     """A lifecycle change from GET /v1/events."""
