@@ -14,11 +14,13 @@ import type { LaunchOptions } from './engine.js';
 import { shmHasRoom, strayQemuPid, type MachineLayout } from './layout.js';
 import { QmpClient } from './qemu/qmp.js';
 import { discardSpare } from './fork/spare.js';
+import { sparseCopy } from './fork/sparse-copy.js';
 import { volumesOf } from './volumes/spec.js';
 import { hasPausedState, pausedDir, PAUSE_SCRATCH_PREFIX } from './pause-files.js';
 import { pidAlive, type MachineRecord } from './store/machines.js';
 import type { MachineService } from './service.js';
 import { QMP_CONNECT_MS, RESTORE_TIMEOUT_MS } from './limits.js';
+import { trace } from '../util/trace.js';
 
 const metaSchema = z.object({
   version: z.literal(1),
@@ -80,6 +82,7 @@ export async function resumeMachine(svc: MachineService, nameOrId: string): Prom
     unlock();
   }
   await stepClock(svc, rec);
+  trace('resume: clock stepped');
   return svc.store.get(rec.id);
 }
 
@@ -143,8 +146,9 @@ async function restoreFromDisk(svc: MachineService, rec: MachineRecord, layout: 
   let memory: Pick<LaunchOptions, 'clone' | 'incoming'>;
   if (meta.memory === 'shared') {
     if (!shmHasRoom(meta.memoryMiB)) throw new PrerequisiteError(`resume failed: /dev/shm has less than the ${meta.memoryMiB} MiB machine "${rec.name}" keeps its RAM in`, { where: rec.name, hint: 'Give /dev/shm more room, or stop the machine (its saved state is then discarded).' });
-    // back into /dev/shm, shared: the machine stays forkable
-    fs.copyFileSync(path.join(dir, 'memory.ram'), layout.memFile);
+    // back into /dev/shm, shared: the machine stays forkable (holes kept: untouched RAM costs nothing)
+    fs.rmSync(layout.memFile, { force: true });
+    await sparseCopy(path.join(dir, 'memory.ram'), layout.memFile);
     memory = { clone: { memFile: layout.memFile, share: true } };
   } else if (meta.memory === 'private') {
     // a clone's RAM block is a private file mapping: an empty one of its size takes the saved pages
@@ -155,6 +159,7 @@ async function restoreFromDisk(svc: MachineService, rec: MachineRecord, layout: 
   } else {
     memory = { incoming: true };
   }
+  trace('resume: memory ready');
   const pid = await svc.engine.launch(rec.spec, layout, { diskless: svc.isDiskless(rec), forkable: false, publishPorts: !rec.parent && !rec.forkPoint, ...memory });
   svc.store.update(rec.id, { pid });
   try {
@@ -165,6 +170,7 @@ async function restoreFromDisk(svc: MachineService, rec: MachineRecord, layout: 
     svc.store.update(rec.id, { pid: null });
     throw err;
   }
+  trace('resume: state loaded');
   dieAt('restored');
   retire(layout);
   svc.store.update(rec.id, { state: 'running' });
