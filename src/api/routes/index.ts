@@ -7,5 +7,9 @@ import { routes as health } from './health.js';
 import { routes as exec } from './exec.js';
 import { routes as lifecycle } from './lifecycle.js';
 import { routes as machines } from './machines.js';
+import { routes as files } from './files.js';
+import { routes as wsExec } from './ws-exec.js';
+import { routes as logs } from './logs.js';
+import { routes as events } from './events.js';
 
-export const allRoutes: readonly Route[] = [...health, ...machines, ...lifecycle, ...exec];
+export const allRoutes: readonly Route[] = [...health, ...machines, ...lifecycle, ...exec, ...files, ...wsExec, ...logs, ...events];

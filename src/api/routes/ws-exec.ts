@@ -7,9 +7,9 @@
 import { PassThrough, Writable } from 'node:stream';
 import { WebSocketServer, type WebSocket } from 'ws';
 import { z } from 'zod';
-import { ConflictError } from '../../errors/index.js';
+import { ConflictError, UserError } from '../../errors/index.js';
 import { execInMachine, exitCodeOf, type ExecHandle } from '../../vm/api/exec.js';
-import { httpError } from '../errors.js';
+import { ApiError, httpError } from '../errors.js';
 import { defineRoute, type Route } from '../router.js';
 import { errorSchema } from '../schemas/error.js';
 import { machineNameParamsSchema } from '../schemas/machines.js';
@@ -48,7 +48,7 @@ function session(ws: WebSocket, run: (io: { stdin: PassThrough; stdout: Writable
   ws.on('message', (data: Buffer, isBinary: boolean) => {
     if (isBinary) return void stdin.write(data);
     const parsed = wsControlSchema.safeParse((() => { try { return JSON.parse(data.toString('utf8')) as unknown; } catch { return null; } })());
-    if (!parsed.success) return sendError(new ConflictError('a text frame must be JSON {"type":"resize"|"signal"|"eof", ...}'));
+    if (!parsed.success) return sendError(new UserError('a text frame must be JSON {"type":"resize"|"signal"|"eof", ...}'));
     const m = parsed.data;
     if (m.type === 'eof') stdin.end();
     else if (m.type === 'resize') handle?.resize(m.rows, m.cols);
@@ -75,7 +75,7 @@ export const routes: Route[] = [
       101: { description: 'switched to the WebSocket protocol', contentType: 'application/octet-stream' },
       404: { description: 'no such machine', schema: errorSchema }, 409: { description: 'the machine is not running', schema: errorSchema },
     },
-    handle: () => Promise.reject(new ConflictError('this route is a WebSocket', { hint: 'Connect with a WebSocket client (Upgrade: websocket).' })),
+    handle: () => Promise.reject(new ApiError(426, 'upgrade_required', 'this route is a WebSocket', { hint: 'Connect with a WebSocket client (Upgrade: websocket).' })),
     upgrade: ({ params, query, req, socket, head, ctx }) => {
       // checked before the upgrade: a missing or stopped machine is a plain HTTP error answer
       const rec = ctx.svc.refresh(ctx.svc.store.get(params.name));
