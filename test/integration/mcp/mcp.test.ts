@@ -87,6 +87,13 @@ describe('smol mcp', () => {
     const e = await call('exec', { machine: 'box', command: 'pwd; cat note.txt | head -1; echo "$GREETING"', env: { GREETING: 'hello' } });
     expect(e.structuredContent, text(e)).toMatchObject({ exitCode: 0, stdout: '/tmp\nline one\nhello\n' });
 
+    // bounds: output past 1 MiB is dropped and flagged; a timeout is exit 124
+    const big = await call('exec', { machine: 'box', command: 'yes | head -c 3000000; echo done >&2' });
+    expect(big.structuredContent, text(big)).toMatchObject({ exitCode: 0, stdoutTruncated: true, stderrTruncated: false, stderr: 'done\n' });
+    expect((big.structuredContent as { stdout: string }).stdout).toBe('y\n'.repeat(512 * 1024));
+    const slow = await call('exec', { machine: 'box', argv: ['sleep', '30'], timeout: 1 });
+    expect(slow.structuredContent, text(slow)).toMatchObject({ exitCode: 124, timedOut: true });
+
     const f = await call('fork', { machine: 'box', count: 1 });
     expect(f.isError, text(f)).toBeFalsy();
     const clones = (f.structuredContent as { clones: string[] }).clones;
