@@ -105,6 +105,17 @@ export async function* copyTuples(source: AsyncIterable<Buffer>, shape: CopyShap
 
 /** A binary int4 field (4 bytes, big-endian), or an IntegrityError naming `what`. */
 export function int4Of(field: Buffer | null, what: string, where: string): number {
-  if (field?.length !== 4) throw new IntegrityError(`the binary COPY stream gives ${what} as ${field ? `${field.length} bytes` : 'NULL'}, not a 4-byte integer`, { where });
-  return field.readInt32BE(0);
+  return intOf(field, 4, what, where);
+}
+
+/** A binary int8 field (8 bytes, big-endian) that fits a JS number exactly, or an IntegrityError naming `what`. */
+export function int8Of(field: Buffer | null, what: string, where: string): number {
+  return intOf(field, 8, what, where);
+}
+
+function intOf(field: Buffer | null, bytes: 4 | 8, what: string, where: string): number {
+  if (field?.length !== bytes) throw new IntegrityError(`the binary COPY stream gives ${what} as ${field ? `${field.length} bytes` : 'NULL'}, not a ${bytes}-byte integer`, { where });
+  const n = bytes === 4 ? field.readInt32BE(0) : Number(field.readBigInt64BE(0));
+  if (!Number.isSafeInteger(n)) throw new IntegrityError(`the binary COPY stream gives ${what} as ${field.readBigInt64BE(0)}, beyond what smol counts exactly`, { where });
+  return n;
 }

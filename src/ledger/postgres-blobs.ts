@@ -17,7 +17,7 @@ import type { BlobStore } from './blobs.js';
 import { IntegrityError } from './errors.js';
 import { inTransaction } from './pg-tx.js';
 import { BLOB_CHUNK_BYTES, PG_BLOB_LOOKUP_BATCH } from './limits.js';
-import { copyTuples, int4Of } from './pg-copy.js';
+import { copyTuples, int4Of, int8Of } from './pg-copy.js';
 import { mapFsError } from '../errors/index.js';
 
 /** Splits a buffer into chunk-sized views (no copies). */
@@ -136,33 +136,39 @@ export class PostgresBlobStore implements BlobStore {
   }
 
   /**
-   * One binary COPY streams the chunks in order (raw bytes, not pg's hex text), one chunk in the heap at a
-   * time; the reader holds a pool connection until it finishes, and one left mid-stream is closed, not reused.
+   * One binary COPY brings the blob's row and then its chunks in order (raw bytes, not pg's hex text): one
+   * round trip for a small blob, one chunk in the heap at a time for a large one. The reader holds a pool
+   * connection until it finishes; one left mid-stream is closed, not returned to the pool mid-COPY.
    */
   async *read(digest: string): AsyncIterable<Buffer> {
     this.check(digest);
-    const head = (await this.pool.query('SELECT size, chunks FROM blobs WHERE digest = $1', [digest])).rows[0] as { size: string; chunks: number } | undefined;
-    if (!head) throw this.missingError(digest);
-    const size = Number(head.size);
     const where = `blob_chunks in ${this.where}`;
-    if (size > this.maxBytes) throw overCapOnRead(digest, where, this.maxBytes);
+    const corrupt = (what: string) => new IntegrityError(`blob ${digest} is corrupt (${what})`, { where });
+    // COPY takes no parameters: the digest passed check() (hex only) and the numbers are ours. The join sends no
+    // chunk of a blob over the cap; substring bounds what one row can send, octet_length reveals an overlong one.
+    const sql = `COPY (SELECT b.size, b.chunks, c.seq, substring(c.data FROM 1 FOR ${BLOB_CHUNK_BYTES + 1}), octet_length(c.data)
+      FROM blobs b LEFT JOIN blob_chunks c ON c.digest = b.digest AND c.seq < b.chunks AND b.size <= ${this.maxBytes}
+      WHERE b.digest = '${digest}' ORDER BY c.seq) TO STDOUT (FORMAT binary)`;
+    let head: { size: number; chunks: number } | undefined;
     const h = createHash('sha256');
     let total = 0;
     let seq = 0;
     const c = await this.pool.connect();
     let finished = false;
     try {
-      // COPY takes no parameters: the digest passed check() (hex only) and chunks is the server's integer.
-      // substring bounds what one row can send, whatever its stored length; octet_length reveals an overlong one
-      const sql = `COPY (SELECT seq, substring(data FROM 1 FOR ${BLOB_CHUNK_BYTES + 1}), octet_length(data) FROM blob_chunks WHERE digest = '${digest}' ORDER BY seq LIMIT ${Math.trunc(head.chunks)}) TO STDOUT (FORMAT binary)`;
-      for await (const [s, data, n] of copyTuples(c.query(copyTo(sql)), { maxBytes: [4, BLOB_CHUNK_BYTES + 1, 4] }, where)) {
-        if (int4Of(s, 'a chunk number', where) !== seq) throw new IntegrityError(`blob ${digest} is corrupt (chunk ${seq} is missing)`, { where });
+      for await (const [sz, ch, s, data, n] of copyTuples(c.query(copyTo(sql)), { maxBytes: [8, 4, 4, BLOB_CHUNK_BYTES + 1, 4] }, where)) {
+        if (!head) {
+          head = { size: int8Of(sz, 'a blob size', where), chunks: int4Of(ch, 'a chunk count', where) };
+          if (head.size > this.maxBytes) throw overCapOnRead(digest, where, this.maxBytes);
+        }
+        if (s === null) continue; // the row without chunks (an empty blob, or all of them missing)
+        if (int4Of(s, 'a chunk number', where) !== seq) throw corrupt(`chunk ${seq} is missing`);
         const len = int4Of(n, `chunk ${seq}'s length`, where);
-        if (len > BLOB_CHUNK_BYTES) throw new IntegrityError(`blob ${digest} is corrupt (chunk ${seq} is ${len} bytes, over the ${BLOB_CHUNK_BYTES}-byte chunk size)`, { where });
-        if (!data) throw new IntegrityError(`blob ${digest} is corrupt (chunk ${seq} is NULL)`, { where });
+        if (len > BLOB_CHUNK_BYTES) throw corrupt(`chunk ${seq} is ${len} bytes, over the ${BLOB_CHUNK_BYTES}-byte chunk size`);
+        if (!data) throw corrupt(`chunk ${seq} is NULL`);
         total += data.length;
         if (total > this.maxBytes) throw overCapOnRead(digest, where, this.maxBytes);
-        if (total > size) throw new IntegrityError(`blob ${digest} is corrupt (more bytes than its recorded ${size})`, { where });
+        if (total > head.size) throw corrupt(`more bytes than its recorded ${head.size}`);
         h.update(data);
         seq++;
         yield data;
@@ -171,8 +177,9 @@ export class PostgresBlobStore implements BlobStore {
     } finally {
       c.release(!finished);
     }
-    if (seq < head.chunks) throw new IntegrityError(`blob ${digest} is corrupt (chunk ${seq} of ${head.chunks} is missing)`, { where });
-    if (total !== size || 'sha256:' + h.digest('hex') !== digest) throw new IntegrityError(`blob ${digest} is corrupt (content hash differs)`, { where });
+    if (!head) throw this.missingError(digest);
+    if (seq < head.chunks) throw corrupt(`chunk ${seq} of ${head.chunks} is missing`);
+    if (total !== head.size || 'sha256:' + h.digest('hex') !== digest) throw corrupt('content hash differs');
   }
 
   async get(digest: string): Promise<Buffer> {

@@ -1,6 +1,6 @@
 import { describe, expect, it } from 'vitest';
 import { IntegrityError } from '../../../src/ledger/errors.js';
-import { copyTuples, int4Of, type CopyShape } from '../../../src/ledger/pg-copy.js';
+import { copyTuples, int4Of, int8Of, type CopyShape } from '../../../src/ledger/pg-copy.js';
 
 const SIGNATURE = Buffer.from('PGCOPY\n\xff\r\n\0', 'latin1');
 const i16 = (n: number) => { const b = Buffer.alloc(2); b.writeInt16BE(n); return b; };
@@ -84,9 +84,13 @@ describe('binary COPY reader', () => {
     await rejects(pieces(Buffer.concat([stream(rows[0]), Buffer.from([0])])), /goes on after its trailer/);
   });
 
-  it('reads a 4-byte integer field and nothing else as one', () => {
+  it('reads 4- and 8-byte integer fields and nothing else as them', () => {
     expect(int4Of(i32(-7), 'n', 'w')).toBe(-7);
     expect(() => int4Of(Buffer.alloc(8), 'a chunk number', 'w')).toThrow(/gives a chunk number as 8 bytes, not a 4-byte integer/);
     expect(() => int4Of(null, 'a chunk number', 'w')).toThrow(/as NULL/);
+    const i64 = (n: bigint) => { const b = Buffer.alloc(8); b.writeBigInt64BE(n); return b; };
+    expect(int8Of(i64(3n << 40n), 'a blob size', 'w')).toBe(3 * 2 ** 40);
+    expect(() => int8Of(i32(1), 'a blob size', 'w')).toThrow(/gives a blob size as 4 bytes, not a 8-byte integer/);
+    expect(() => int8Of(i64(1n << 60n), 'a blob size', 'w')).toThrow(/a blob size as 1152921504606846976, beyond what smol counts exactly/);
   });
 });
