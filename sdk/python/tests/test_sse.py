@@ -31,6 +31,11 @@ class SseParserTest(unittest.TestCase):
             for split in range(1, len(stream) + 1):
                 self.assertEqual(parse(stream, split), want, f"eol={eol!r} split={split}")
 
+    def test_a_bom_split_across_feeds_then_a_blank_line(self):
+        for split in (1, 2):
+            self.assertEqual(parse(b"\xef\xbb\xbf\ndata: a\n\n", split), [SseEvent("message", "a")])
+            self.assertEqual(parse(b"\xef\xbb\xbfdata: a\n\n", split), [SseEvent("message", "a")])
+
     def test_an_event_cut_off_by_the_end_is_not_given(self):
         self.assertEqual(parse(b"data: whole\n\ndata: half"), [SseEvent("message", "whole")])
 

@@ -48,11 +48,13 @@ describe('Python SDK', () => {
     }
   });
 
-  it('its SSE parser survives an endless line and a huge event (pure Python)', async () => {
-    const r = await py(['python', '-m', 'unittest', '-v', 'test_sse'], {}, path.join(sdk, 'tests'));
+  it('survives hostile streams: an endless line, a huge event, a server dying mid-answer (pure Python)', async () => {
+    const r = await py(['python', '-m', 'unittest', '-v', 'test_sse', 'test_hostile'], {}, path.join(sdk, 'tests'));
     expect(r.code, r.out).toBe(0);
     expect(r.out).toMatch(/test_an_endless_line_is_refused_at_the_cap_without_buffering_it_all .* ok/);
     expect(r.out).toMatch(/test_a_huge_event_of_many_small_lines_is_refused .* ok/);
+    expect(r.out).toMatch(/test_a_server_dying_mid_stream_is_a_connection_error .* ok/);
+    expect(r.out).toMatch(/test_an_endless_event_line_is_cut_off_at_the_cap .* ok/);
   });
 });
 

@@ -157,7 +157,10 @@ def read_capped(resp: http.client.HTTPResponse, cap: int, truncate: bool = False
     parts: List[bytes] = []
     size = 0
     while True:
-        chunk = resp.read(min(CHUNK, cap + 1 - size))
+        try:
+            chunk = resp.read(min(CHUNK, cap + 1 - size))
+        except (http.client.HTTPException, OSError) as e:
+            raise SmolConnectionError(f"the smol server broke off the answer ({e!r}): did it exit?") from e
         if not chunk:
             break
         parts.append(chunk)
@@ -172,7 +175,10 @@ def read_capped(resp: http.client.HTTPResponse, cap: int, truncate: bool = False
 def iter_body(resp: http.client.HTTPResponse) -> Iterator[bytes]:
     """The body as it arrives (read1: whatever is there now, so a stream's events are not held back)."""
     while True:
-        chunk = resp.read1(CHUNK)
+        try:
+            chunk = resp.read1(CHUNK)
+        except (http.client.HTTPException, OSError) as e:
+            raise SmolConnectionError(f"the smol server broke off the answer mid-stream ({e!r}): did it exit?") from e
         if not chunk:
             return
         yield chunk

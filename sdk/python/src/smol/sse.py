@@ -48,6 +48,7 @@ class SseParser:
         self._skip_lf = False
         if not chunk:
             return []
+        scanned = len(self._buf)  # what is kept from the last feed holds no line end: scan only the new bytes
         self._buf += chunk
         if self._first:
             if self._buf.startswith(_BOM):
@@ -55,10 +56,11 @@ class SseParser:
             elif _BOM.startswith(bytes(self._buf)):
                 return []  # one or two bytes of what may be a BOM: wait for the rest
             self._first = False
+            scanned = 0  # the BOM's bytes shifted what was kept
         out: List[SseEvent] = []
         start = 0
         while True:
-            m = _EOL.search(self._buf, start)
+            m = _EOL.search(self._buf, max(start, scanned))
             if m is None:
                 break
             # a CR as the very last byte may be the first half of CRLF split across chunks
