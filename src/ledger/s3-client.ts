@@ -33,7 +33,7 @@ export function parseS3Url(url: string, where: string): S3Where {
   const [, bucket, rawPrefix] = m;
   if (!BUCKET_RE.test(bucket)) throw new BlobStoreError(`"${bucket}" in ${url} is not a valid S3 bucket name (3-63 lowercase letters, digits, dots, hyphens)`, { where, hint }, ExitCode.usage);
   const prefix = rawPrefix.replace(/\/+$/, '');
-  if (prefix.split('/').some((s) => s === '' || s === '.' || s === '..')) {
+  if (prefix !== '' && prefix.split('/').some((s) => s === '' || s === '.' || s === '..')) {
     throw new BlobStoreError(`the prefix "${rawPrefix}" in ${url} has an empty, "." or ".." segment`, { where, hint }, ExitCode.usage);
   }
   return { bucket, prefix };

@@ -42,12 +42,13 @@ export class InfraFailure extends SmolError {
 
 /**
  * The exit code of a worker that gave up: a full disk is 73 wherever it happened; a blob store that cannot be
- * read or written is a misconfigured host (69, as a missing prerequisite); a ledger or gateway out of reach
- * may come back (75), unless the gateway refused the worker's credentials (69).
+ * read or written is a misconfigured host (69, as a missing prerequisite), unless it said it was only out of
+ * reach (an S3 endpoint, 75); a ledger or gateway out of reach may come back (75), unless the gateway refused
+ * the worker's credentials (69).
  */
 function codeFor(area: InfraArea, err: unknown): ExitCodeValue {
   if (err instanceof NoSpaceError) return ExitCode.noSpace;
-  if (area === 'blob') return ExitCode.prerequisite;
+  if (area === 'blob') return err instanceof SmolError && err.exitCode === ExitCode.tempFail ? ExitCode.tempFail : ExitCode.prerequisite;
   if (area === 'ledger' || area === 'gateway') return ExitCode.tempFail;
   return err instanceof SmolError ? err.exitCode : ExitCode.failure;
 }
@@ -75,7 +76,7 @@ export function infraBackoff(inARow: number, baseMs: number, capMs: number, rand
 /** What the worker throws once one cause failed `n` times in a row. */
 export function gaveUp(f: InfraFailure, n: number): SmolError {
   const hint = {
-    blob: 'Every worker host must reach the blob store the items were written to: the same PostgreSQL ledger\'s blobs, or $SMOL_BLOBS on storage all hosts share (docs/ledger.md).',
+    blob: 'Every worker host must reach the blob store the items were written to: the same PostgreSQL ledger\'s blobs, the same --blobs s3://BUCKET/PREFIX, or $SMOL_BLOBS on storage all hosts share (docs/ledger.md).',
     ledger: 'Check that the ledger is up and reachable from this host (--ledger, $SMOL_LEDGER); the worker can be restarted once it is.',
     gateway: 'Check that the gateway is up and reachable at --gateway from this host, and that it accepts this worker\'s token.',
     worker: 'Check this host\'s temporary directory and disk.',
