@@ -27,6 +27,8 @@ OPENAPI = os.path.join(os.path.dirname(__file__), "..", "..", "..", "docs", "ope
 
 def served(method: str, route: str) -> bool:
     """Whether the checked-in OpenAPI document has the route: routes still being built are skipped, not failed."""
+    if os.environ.get("SMOL_TEST_ALL_ROUTES"):
+        return True
     try:
         with open(OPENAPI, encoding="utf-8") as f:
             return method.lower() in json.load(f)["paths"].get(route, {})
@@ -103,10 +105,10 @@ class MachineTest(unittest.TestCase):
 
     @unittest.skipUnless(served("get", "/v1/machines/{name}/logs"), "the server has no logs route yet")
     def test_logs_iterate_console_lines(self):
-        lines = list(self.m.logs(follow=False))
-        self.assertTrue(any("Linux" in line for line in lines), lines[:5])
-        follow = self.m.logs(follow=True, tail=5)
-        self.assertIsInstance(next(follow), str)
+        self.m.exec(["sh", "-c", f"echo sdk-log-{TAG} > /dev/console"])
+        self.assertIn(f"sdk-log-{TAG}", list(self.m.logs(follow=False)))
+        follow = self.m.logs(follow=True, tail=1)
+        self.assertEqual(next(follow), f"sdk-log-{TAG}")
         follow.close()  # type: ignore[attr-defined]
 
     def test_list_filters_by_labels(self):

@@ -31,11 +31,31 @@ class CannedServer:
             except OSError:
                 return
             with conn:
-                conn.recv(65536)
+                self._read_request(conn)
                 try:
                     self.answer(conn) if callable(self.answer) else conn.sendall(self.answer)
                 except OSError:
                     pass  # the client left first: what some tests want
+
+    @staticmethod
+    def _read_request(conn):
+        # the whole request, body included: answering and closing before the client sent its body breaks its pipe
+        data = b""
+        while b"\r\n\r\n" not in data:
+            more = conn.recv(65536)
+            if not more:
+                return
+            data += more
+        head, _, body = data.partition(b"\r\n\r\n")
+        length = 0
+        for line in head.split(b"\r\n"):
+            if line.lower().startswith(b"content-length:"):
+                length = int(line.split(b":", 1)[1])
+        while len(body) < length:
+            more = conn.recv(65536)
+            if not more:
+                return
+            body += more
 
     def close(self):
         self.sock.close()

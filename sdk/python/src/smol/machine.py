@@ -276,10 +276,11 @@ def _log_lines(conn: http.client.HTTPConnection, resp: http.client.HTTPResponse,
             pending += chunk
             *lines, pending = pending.split(b"\n")
             for line in lines:
-                yield line.decode("utf-8", errors="replace")
+                # the serial console ends lines with CRLF
+                yield line.rstrip(b"\r").decode("utf-8", errors="replace")
             if len(pending) > 8 * 1024 * 1024:
                 raise SmolProtocolError(f"{where}: a log line over 8 MiB")
-        if pending:
-            yield pending.decode("utf-8", errors="replace")
+        if pending.rstrip(b"\r"):
+            yield pending.rstrip(b"\r").decode("utf-8", errors="replace")
     finally:
         conn.close()
