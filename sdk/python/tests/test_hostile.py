@@ -9,7 +9,7 @@ import unittest
 sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", "src"))
 
 from smol import Machine, MachineInfo, Smol, SmolApiError, SmolConnectionError, SmolProtocolError  # noqa: E402
-from smol.errors import Prerequisite  # noqa: E402
+from smol.errors import Unavailable  # noqa: E402
 
 
 class CannedServer:
@@ -108,7 +108,7 @@ class HostileServerTest(unittest.TestCase):
 
     def test_an_error_without_the_error_shape_still_maps_by_status(self):
         client = self.serve(b"HTTP/1.1 503 Service Unavailable\r\nContent-Length: 11\r\n\r\nbad gateway")
-        with self.assertRaises(Prerequisite) as ctx:
+        with self.assertRaises(Unavailable) as ctx:
             client.health()
         self.assertEqual((ctx.exception.status, ctx.exception.code), (503, "http_503"))
         self.assertIn("bad gateway", str(ctx.exception))

@@ -1,8 +1,9 @@
 """Python SDK for `smol serve` (docs/api.md): machines, exec, files, fork, pause. Standard library only."""
 from .client import Machines, Smol
 from .errors import (
-    BootFailed, Conflict, GuestChannel, Internal, InvalidInput, MethodNotAllowed, NotFound, PayloadTooLarge, Prerequisite,
-    SmolApiError, SmolConnectionError, SmolError, SmolProtocolError, Timeout, Unauthorized, UserError,
+    BootFailed, Conflict, Failed, Gpu, GuestChannel, Integrity, Internal, Interrupted, InvalidInput, MethodNotAllowed,
+    NoSpace, NotFound, PayloadTooLarge, Prerequisite, SmolApiError, SmolConnectionError, SmolError, SmolProtocolError,
+    Timeout, Unauthorized, Unavailable, UserError,
 )
 from .machine import ExecStream, Files, Machine
 from .sse import SseEvent, SseParser
@@ -15,5 +16,6 @@ __all__ = [
     "ExecResult", "ExecExit", "FileEntry", "FileList", "MachineEvent", "MachineInfo", "SseEvent", "SseParser",
     "SmolError", "SmolApiError", "SmolConnectionError", "SmolProtocolError",
     "InvalidInput", "UserError", "Unauthorized", "NotFound", "MethodNotAllowed", "Conflict", "PayloadTooLarge", "Timeout",
-    "GuestChannel", "BootFailed", "Prerequisite", "Internal",
+    "GuestChannel", "BootFailed", "Prerequisite", "Internal", "Integrity", "Failed", "Gpu", "Unavailable",
+    "Interrupted", "NoSpace",
 ]

@@ -85,6 +85,30 @@ class BootFailed(SmolApiError):
     """The guest did not become ready in time."""
 
 
+class Integrity(SmolApiError):
+    """422: a checksum or signature mismatch in an artifact or image."""
+
+
+class Failed(SmolApiError):
+    """500: a generic failure (exit code 1)."""
+
+
+class Gpu(SmolApiError):
+    """502: CUDA/NVML remoting failed."""
+
+
+class Unavailable(SmolApiError):
+    """503: temporary (lease lost, ledger busy, overloaded): retry."""
+
+
+class Interrupted(SmolApiError):
+    """503: the operation was interrupted on the server."""
+
+
+class NoSpace(SmolApiError):
+    """507: the server's data directory is full or cannot be written."""
+
+
 class Prerequisite(SmolApiError):
     """503: QEMU, kernel or agent missing on the server host (`smol setup`)."""
 
@@ -106,12 +130,18 @@ _BY_CODE: Dict[str, Type[SmolApiError]] = {
     "boot_failed": BootFailed,
     "prerequisite": Prerequisite,
     "internal": Internal,
+    "integrity": Integrity,
+    "failed": Failed,
+    "gpu": Gpu,
+    "unavailable": Unavailable,
+    "interrupted": Interrupted,
+    "no_space": NoSpace,
 }
 
 # When the body is not the error shape (a proxy's page, a crash), the status still picks a class.
 _BY_STATUS: Dict[int, Type[SmolApiError]] = {
     400: InvalidInput, 401: Unauthorized, 404: NotFound, 405: MethodNotAllowed, 409: Conflict, 413: PayloadTooLarge,
-    502: GuestChannel, 503: Prerequisite, 504: Timeout,
+    422: Integrity, 500: Internal, 502: GuestChannel, 503: Unavailable, 504: Timeout, 507: NoSpace,
 }
 
 
