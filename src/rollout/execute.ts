@@ -106,6 +106,8 @@ async function runGpu(ctx: ExecContext, stage: GpuStage, c: Claim, budget: numbe
         }
         throw infraFailure('gateway', op, url, err);
       }
+      // the budget ran out on a try after the gateway had been down in this attempt: the outage ate the budget
+      if (downSince !== null && (err as Error).name === 'AbortError') throw infraFailure('gateway', op, url, err);
       const retryable = !(err instanceof GatewayError) || err.status >= 500 || err.status === 429;
       return { ok: false, error: `inference failed: ${(err as Error).message}`, retryable };
     }

@@ -99,6 +99,27 @@ describe('a worker that cannot do the work', () => {
     expect(w.infraFailures).toBe(infra.length);
   });
 
+  it('an attempt whose budget the gateway outage ate is given back, not failed (the last try timed out)', async () => {
+    const blobs = new BlobStore(path.join(dir, 'blobs'));
+    await submitRollout(ledger, blobs, manifest('t', '{ name: gen, kind: gpu, model: { name: m, version: "1" }, promptVersion: p1 }', 1));
+    // a gateway restarting: the first connection is reset, the next is accepted and never answered
+    let conns = 0;
+    const held: net.Socket[] = [];
+    const srv = net.createServer((s) => { if (conns++ === 0) s.resetAndDestroy(); else held.push(s); });
+    await new Promise<void>((r) => srv.listen(0, '127.0.0.1', r));
+    try {
+      const gateway = `http://127.0.0.1:${(srv.address() as net.AddressInfo).port}`;
+      const { events } = await run({ blobs, gateway, concurrency: 1, giveUpAfter: 1 });
+      expect(conns).toBeGreaterThanOrEqual(2);
+      expect(events.filter((e) => e.type === 'failed')).toEqual([]);
+      expect(events.find((e) => e.type === 'infra')).toMatchObject({ area: 'gateway', released: true });
+      expect((await ledger.listItems('t')).map((i) => [i.status, i.attempt])).toEqual([['queued', 0]]);
+    } finally {
+      for (const s of held) s.destroy();
+      await new Promise((r) => srv.close(r));
+    }
+  });
+
   it('loses its ledger mid-run: claims fail, it backs off, then gives up with exit 75 instead of hanging', async () => {
     const blobs = new BlobStore(path.join(dir, 'blobs'));
     await submitRollout(ledger, blobs, manifest('l', '{ name: up, kind: cpu, command: [cat] }', 2));
