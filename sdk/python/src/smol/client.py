@@ -5,7 +5,7 @@ import os
 from typing import Any, Dict, Iterator, List, Mapping, Optional, Sequence, Union
 
 from ._http import Transport, iter_body, seg
-from .machine import Machine, _json_event, _socket_timeout, exec_body, exec_result
+from .machine import Machine, _json_event, exec_body, exec_result
 from .errors import error_from_body
 from .sse import SseParser
 from .types import ExecResult, MachineEvent, MachineInfo
@@ -108,7 +108,7 @@ class Smol:
         if smolfile is not None:
             body["smolfile"] = smolfile if isinstance(smolfile, str) else dict(smolfile)
         # a throwaway machine boots first: give the socket the boot's time too
-        wait = None if timeout is None else _socket_timeout(timeout) + (self._t.timeout or 0)
+        wait = None if timeout is None else timeout + 30.0 + (self._t.timeout or 0)
         return exec_result(self._t.json("POST", "/v1/run", json_body=body, timeout=wait), b64=False)
 
     def events(self) -> Iterator[MachineEvent]:
