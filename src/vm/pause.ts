@@ -11,7 +11,7 @@ import path from 'node:path';
 import { z } from 'zod';
 import { ConflictError, PrerequisiteError, UserError } from '../errors/index.js';
 import type { LaunchOptions } from './engine.js';
-import { shmHasRoom, strayQemuPid, type MachineLayout } from './layout.js';
+import { AGENT_PORTS, shmHasRoom, strayQemuPid, type MachineLayout } from './layout.js';
 import { QmpClient } from './qemu/qmp.js';
 import { discardSpare } from './fork/spare.js';
 import { sparseCopy } from './fork/sparse-copy.js';
@@ -47,8 +47,15 @@ export async function pauseMachine(svc: MachineService, nameOrId: string, o: { t
       where: rec.name, hint: rec.state === 'paused' ? `Resume it with: smol machine resume ${rec.name}` : `Only a running machine can be paused; start it with: smol machine start ${rec.name}`,
     });
   }
-  if (o.toDisk) refuseUnsaveable(svc, rec);
   const unlock = svc.store.lock(rec.id, 'pause', rec.name);
+  if (o.toDisk) {
+    try {
+      refuseUnsaveable(svc, rec);
+    } catch (err) {
+      unlock();
+      throw err;
+    }
+  }
   const layout = svc.layout(rec);
   try {
     // recorded first: a smol killed after the stop below must leave a machine that says it is frozen
@@ -102,6 +109,13 @@ function refuseUnsaveable(svc: MachineService, rec: MachineRecord): void {
   if (volumesOf(rec.spec).length) {
     throw new UserError(`pause --to-disk failed: machine "${rec.name}" has volumes, and QEMU cannot save a virtiofs device's state`, {
       where: rec.name, hint: `Pause it in memory instead: smol machine pause ${rec.name}`,
+    });
+  }
+  // a session open across the save would be one the restored guest's agent still thinks it serves, with no host end
+  const busy = Array.from({ length: AGENT_PORTS }, (_, p) => svc.store.lockHolder(`${rec.id}#p${p}`)).filter((pid) => pid !== null);
+  if (busy.length) {
+    throw new ConflictError(`pause --to-disk failed: machine "${rec.name}" has ${busy.length} session${busy.length > 1 ? 's' : ''} open (exec, shell or cp; pid ${busy.join(', ')})`, {
+      where: rec.name, hint: `Wait for them to end, or pause it in memory: smol machine pause ${rec.name}`,
     });
   }
 }

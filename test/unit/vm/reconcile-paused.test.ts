@@ -9,6 +9,7 @@ import { afterEach, beforeEach, describe, expect, it } from 'vitest';
 import { ConflictError } from '../../../src/errors/index.js';
 import { smolfileSchema } from '../../../src/smolfile/schema.js';
 import { pausedDir } from '../../../src/vm/pause-files.js';
+import { pauseMachine } from '../../../src/vm/pause.js';
 import type { MachineService } from '../../../src/vm/service.js';
 import { fakeService } from '../../helpers/fake-engine.js';
 
@@ -55,5 +56,17 @@ describe('paused machines, reconciled', () => {
     const err = await svc.channel('mem').catch((e: unknown) => e);
     expect(err).toBeInstanceOf(ConflictError);
     expect((err as ConflictError).hint).toBe('Resume it first: smol machine resume mem');
+  });
+
+  it('refuses pause --to-disk while a session is open, before touching QEMU', async () => {
+    await svc.create(smolfileSchema.parse({ image: 'alpine' }), { name: 'busy' });
+    const rec = await svc.start('busy');
+    const release = svc.store.lock(`${rec.id}#p1`, 'channel', rec.name);
+    try {
+      await expect(pauseMachine(svc, 'busy', { toDisk: true })).rejects.toThrow(/1 session open .*pid \d+/);
+      expect(svc.store.get('busy').state).toBe('running');
+    } finally {
+      release();
+    }
   });
 });
