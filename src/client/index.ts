@@ -3,9 +3,10 @@
  * It imports nothing of smol's own src: its types come from docs/openapi.json (schema.ts, `npm run gen:client`).
  */
 /// <reference lib="esnext.disposable" preserve="true" />
-export { Smol, Machines, type CreateOptions, type Health, type ListOptions, type MachineState } from './smol.js';
+export { Smol, Machines, type CreateOptions, type Health, type ListOptions, type MachineState, type RunOptions } from './smol.js';
 export { Machine, type MachineInfo, type StopOptions, type UpdateOptions } from './machine.js';
 export type { ExecOptions, ExecResult } from './exec.js';
+export { Files, type DirEntry, type DirListing, type ReadOptions, type TarUploaded } from './files.js';
 export { defaultSocketPath, type SmolOptions } from './transport.js';
 export { SseParser, sseEvents, type SseEvent } from './sse.js';
 export * from './errors.js';

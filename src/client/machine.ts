@@ -4,6 +4,7 @@
  */
 import { NotFoundError } from './errors.js';
 import { exec, type ExecOptions, type ExecResult } from './exec.js';
+import { Files } from './files.js';
 import type { components } from './schema.js';
 import { must, type Transport } from './transport.js';
 
@@ -12,7 +13,12 @@ export type UpdateOptions = components['schemas']['UpdateMachine'];
 export type StopOptions = components['schemas']['StopMachine'];
 
 export class Machine {
-  constructor(private readonly t: Transport, public info: MachineInfo) {}
+  /** Files in the guest: read, write, list, and directories as tars. */
+  readonly files: Files;
+
+  constructor(private readonly t: Transport, public info: MachineInfo) {
+    this.files = new Files(t, () => this.info.id);
+  }
 
   get name(): string { return this.info.name; }
   get id(): string { return this.info.id; }

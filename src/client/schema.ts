@@ -21,6 +21,23 @@ export interface paths {
         patch?: never;
         trace?: never;
     };
+    "/v1/events": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /** Machine lifecycle changes as SSE `machine` events (MachineEvent), a `: ping` comment every 15 s */
+        get: operations["events"];
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
     "/v1/health": {
         parameters: {
             query?: never;
@@ -103,6 +120,93 @@ export interface paths {
         put?: never;
         /** Run a command, its output as server-sent events: stdout, stderr ({data: base64}), then exit or error */
         post: operations["execStream"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/v1/machines/{name}/exec/ws": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /** Interactive exec over a WebSocket: stdin as binary frames; resize, signal, eof as JSON; output frames prefixed 1/2; then exit */
+        get: operations["execWebSocket"];
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/v1/machines/{name}/files": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /** Read one guest file: its bytes, its permission bits in X-Smol-Mode (bounded by SMOL_API_MAX_UPLOAD) */
+        get: operations["readFile"];
+        /** Write one guest file (replaced whole), with the permission bits of `mode` */
+        put: operations["writeFile"];
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/v1/machines/{name}/files/list": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /** List a guest directory (the guest's busybox find and stat; at most 10,000 entries) */
+        get: operations["listFiles"];
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/v1/machines/{name}/files/tar": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /** A guest directory as a tar (modes kept; setuid/setgid, specials and links leaving it dropped, as machine cp does) */
+        get: operations["downloadTar"];
+        /** Unpack a tar into a guest directory (made if missing); a tar with entries leaving it is refused whole */
+        put: operations["uploadTar"];
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/v1/machines/{name}/logs": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /** The guest console log: text/plain, or with follow=1 SSE `line` events ({line}) until the machine stops */
+        get: operations["machineLogs"];
+        put?: never;
+        post?: never;
         delete?: never;
         options?: never;
         head?: never;
@@ -225,6 +329,19 @@ export interface components {
             /** @description start it before answering */
             start?: boolean;
         };
+        DirEntry: {
+            name: string;
+            /** @enum {string} */
+            type: "file" | "dir" | "symlink" | "other";
+            size: number;
+            /** @description octal permission bits, e.g. 0644 */
+            mode: string;
+        };
+        DirListing: {
+            entries: components["schemas"]["DirEntry"][];
+            /** @description the directory has more entries than one listing returns */
+            truncated: boolean;
+        };
         Error: {
             error: {
                 /** @description snake_case error class: invalid_input, not_found, conflict, unauthorized, ... */
@@ -284,10 +401,17 @@ export interface components {
             stderrTruncated: boolean;
             durationMs: number;
         };
+        FileWritten: {
+            path: string;
+            bytes: number;
+        };
         Health: {
             /** @constant */
             ok: true;
             version: string;
+        };
+        LogLine: {
+            line: string;
         };
         Machine: {
             name: string;
@@ -360,6 +484,14 @@ export interface components {
                 } | null;
             };
         };
+        MachineEvent: {
+            name: string;
+            id: string;
+            state: ("creating" | "stopped" | "starting" | "running" | "stopping" | "crashed" | "paused") | "removed";
+            /** @description null: a machine made since the stream began */
+            previous: (("creating" | "stopped" | "starting" | "running" | "stopping" | "crashed" | "paused") | "removed") | null;
+            at: string;
+        };
         MachineList: {
             machines: components["schemas"]["Machine"][];
         };
@@ -379,6 +511,11 @@ export interface components {
             /** @description kill QEMU at once instead of a guest shutdown */
             force?: boolean;
             timeoutMs?: number;
+        };
+        TarUploaded: {
+            path: string;
+            entries: number;
+            bytes: number;
         };
         UpdateMachine: {
             cpus?: number;
@@ -415,6 +552,35 @@ export interface operations {
                 };
                 content: {
                     "text/plain": unknown;
+                };
+            };
+            /** @description an error (docs/api.md, Errors) */
+            default: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+        };
+    };
+    events: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description text/event-stream of `machine` events (MachineEvent) */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "text/event-stream": unknown;
                 };
             };
             /** @description an error (docs/api.md, Errors) */
@@ -783,6 +949,442 @@ export interface operations {
             };
             /** @description the machine is not running */
             409: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description an error (docs/api.md, Errors) */
+            default: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+        };
+    };
+    execWebSocket: {
+        parameters: {
+            query: {
+                argv: string[];
+                /** @description 1: run under a terminal (stdout and stderr arrive as stdout) */
+                tty?: "0" | "1" | "true" | "false";
+                rows?: number;
+                cols?: number;
+                workdir?: string;
+            };
+            header?: never;
+            path: {
+                name: string;
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description switched to the WebSocket protocol */
+            101: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/octet-stream": unknown;
+                };
+            };
+            /** @description no such machine */
+            404: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description the machine is not running */
+            409: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description an error (docs/api.md, Errors) */
+            default: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+        };
+    };
+    readFile: {
+        parameters: {
+            query: {
+                /** @description an absolute guest path */
+                path: string;
+            };
+            header?: never;
+            path: {
+                name: string;
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description the file's bytes */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/octet-stream": unknown;
+                };
+            };
+            /** @description a path that is not absolute, has `..` or NUL, or is too long */
+            400: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description no such machine or guest path */
+            404: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description the machine is not running */
+            409: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description an error (docs/api.md, Errors) */
+            default: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+        };
+    };
+    writeFile: {
+        parameters: {
+            query: {
+                /** @description an absolute guest path */
+                path: string;
+                /** @description octal, default 0644 */
+                mode?: string;
+            };
+            header?: never;
+            path: {
+                name: string;
+            };
+            cookie?: never;
+        };
+        /** @description the file's bytes (at most SMOL_API_MAX_UPLOAD, else 413) */
+        requestBody: {
+            content: {
+                "application/octet-stream": unknown;
+            };
+        };
+        responses: {
+            /** @description written */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["FileWritten"];
+                };
+            };
+            /** @description a path that is not absolute, has `..` or NUL, or is too long */
+            400: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description no such machine or guest path */
+            404: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description the machine is not running */
+            409: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description over SMOL_API_MAX_UPLOAD */
+            413: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description an error (docs/api.md, Errors) */
+            default: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+        };
+    };
+    listFiles: {
+        parameters: {
+            query: {
+                /** @description an absolute guest path */
+                path: string;
+            };
+            header?: never;
+            path: {
+                name: string;
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description the entries, by name */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["DirListing"];
+                };
+            };
+            /** @description a path that is not absolute, has `..` or NUL, or is too long */
+            400: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description no such machine or guest path */
+            404: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description the machine is not running */
+            409: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description an error (docs/api.md, Errors) */
+            default: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+        };
+    };
+    downloadTar: {
+        parameters: {
+            query: {
+                /** @description an absolute guest path */
+                path: string;
+            };
+            header?: never;
+            path: {
+                name: string;
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description a tar of the directory's contents */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/x-tar": unknown;
+                };
+            };
+            /** @description a path that is not absolute, has `..` or NUL, or is too long */
+            400: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description no such machine or guest path */
+            404: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description the machine is not running */
+            409: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description an error (docs/api.md, Errors) */
+            default: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+        };
+    };
+    uploadTar: {
+        parameters: {
+            query: {
+                /** @description an absolute guest path */
+                path: string;
+            };
+            header?: never;
+            path: {
+                name: string;
+            };
+            cookie?: never;
+        };
+        /** @description a tar (gzip or zstd too); every entry must stay below path */
+        requestBody: {
+            content: {
+                "application/x-tar": unknown;
+            };
+        };
+        responses: {
+            /** @description unpacked */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["TarUploaded"];
+                };
+            };
+            /** @description a path that is not absolute, has `..` or NUL, or is too long */
+            400: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description no such machine or guest path */
+            404: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description the machine is not running */
+            409: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description over SMOL_API_MAX_UPLOAD */
+            413: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description an error (docs/api.md, Errors) */
+            default: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+        };
+    };
+    machineLogs: {
+        parameters: {
+            query?: {
+                /** @description 1: SSE `line` events, new lines as they come, until the machine stops */
+                follow?: "0" | "1" | "true" | "false";
+                /** @description only the last N lines */
+                tail?: number;
+            };
+            header?: never;
+            path: {
+                name: string;
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description text/plain; with follow=1, text/event-stream of `line` events (LogLine) */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "text/plain": unknown;
+                };
+            };
+            /** @description no such machine */
+            404: {
                 headers: {
                     [name: string]: unknown;
                 };

@@ -2,6 +2,7 @@
  * The client: `new Smol()` talks to `smol serve` on `$SMOL_HOME/smol.sock`; `new Smol({ url, token, ca })` to a
  * TCP or HTTPS one. `smol.machines` makes, lists and finds machines; each comes back as a Machine to act on.
  */
+import type { ExecOptions, ExecResult } from './exec.js';
 import { Machine, type MachineInfo } from './machine.js';
 import type { components } from './schema.js';
 import { must, openTransport, type SmolOptions, type Transport } from './transport.js';
@@ -15,6 +16,9 @@ export interface ListOptions {
   labels?: Record<string, string>;
   state?: MachineState;
 }
+
+/** A throwaway machine's options (image, memory, cpus, smolfile, ...) and its command's (env, workdir, timeoutMs, callbacks). */
+export type RunOptions = Omit<CreateOptions, 'name' | 'start' | 'labels' | 'env' | 'workdir'> & ExecOptions & { argv: string[] };
 
 export class Machines {
   constructor(private readonly t: Transport) {}
@@ -47,6 +51,16 @@ export class Smol {
 
   /** The socket path or URL this client talks to. */
   get where(): string { return this.t.where; }
+
+  /**
+   * Runs one command in a throwaway machine, removed afterwards whatever happened. Built from create, exec and
+   * remove until the server has POST /v1/run, so it costs a boot like `smol run`.
+   */
+  async run(o: RunOptions): Promise<ExecResult> {
+    const { argv, env, workdir, stdin, timeoutMs, maxOutputBytes, onStdout, onStderr, signal, ...create } = o;
+    await using m = await this.machines.create({ ...create, labels: { 'smol.sdk/run': 'true' } });
+    return m.exec(argv, { env, workdir, stdin, timeoutMs, maxOutputBytes, onStdout, onStderr, signal });
+  }
 
   health(): Promise<Health> { return must(this.t.api.GET('/v1/health')); }
 
