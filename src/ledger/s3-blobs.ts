@@ -42,21 +42,26 @@ export interface S3BlobStoreOptions {
   client?: S3Client;
 }
 
-/** Re-cuts a stream's pieces into parts of exactly `size` bytes (the last may be shorter); one part in memory. */
+/**
+ * Re-cuts a stream's pieces into parts of exactly `size` bytes (the last may be shorter): one part in
+ * memory, and a piece already a part's size or larger (put() of a big buffer) is cut into views, not copied.
+ */
 async function* partsOf(source: AsyncIterable<Buffer> | Iterable<Buffer>, size: number): AsyncIterable<Buffer> {
   let held: Buffer[] = [];
   let n = 0;
   for await (const piece of source) {
-    held.push(piece);
-    n += piece.length;
-    while (n >= size) {
-      const all = Buffer.concat(held, n);
-      yield all.subarray(0, size);
-      held = [all.subarray(size)];
-      n -= size;
+    let p = piece;
+    while (n + p.length >= size) {
+      const take = size - n;
+      held.push(p.subarray(0, take));
+      yield held.length === 1 ? held[0] : Buffer.concat(held, size);
+      held = [];
+      n = 0;
+      p = p.subarray(take);
     }
+    if (p.length) { held.push(p); n += p.length; }
   }
-  if (n > 0) yield Buffer.concat(held, n);
+  if (n > 0) yield held.length === 1 ? held[0] : Buffer.concat(held, n);
 }
 
 /** Runs `fn` over `xs`, at most `limit` at a time, results in order. */
@@ -163,7 +168,6 @@ export class S3BlobStore implements BlobStore {
    */
   async store(digest: string, source: AsyncIterable<Buffer> | Iterable<Buffer>): Promise<boolean> {
     const Key = this.keyOf(digest);
-    const op = `writing blob ${digest}`;
     const h = createHash('sha256');
     let size = 0;
     const count = (b: Buffer) => {
@@ -171,14 +175,23 @@ export class S3BlobStore implements BlobStore {
       if (size > this.maxBytes) throw tooLarge(`blob ${digest}`, this.maxBytes);
       h.update(b);
     };
-    const wrong = () => new IntegrityError(`the bytes offered as blob ${digest} hash to something else; nothing was stored`, { where: this.urlOf(Key) });
     const parts = partsOf(source, this.partBytes)[Symbol.asyncIterator]();
+    try {
+      return await this.upload(digest, Key, parts, count, () => 'sha256:' + h.digest('hex') !== digest);
+    } finally {
+      await parts.return?.(); // a refused or failed upload closes the file it was reading
+    }
+  }
+
+  private async upload(digest: string, Key: string, parts: AsyncIterator<Buffer>, count: (b: Buffer) => void, differs: () => boolean): Promise<boolean> {
+    const op = `writing blob ${digest}`;
+    const wrong = () => new IntegrityError(`the bytes offered as blob ${digest} hash to something else; nothing was stored`, { where: this.urlOf(Key) });
     const first = await parts.next();
     const head = first.done ? Buffer.alloc(0) : first.value;
     count(head);
     let second = first.done ? first : await parts.next();
     if (second.done) {
-      if ('sha256:' + h.digest('hex') !== digest) throw wrong();
+      if (differs()) throw wrong();
       try {
         await this.client.send(new PutObjectCommand({ Bucket: this.at.bucket, Key, Body: head, ContentLength: head.length, ContentType: 'application/octet-stream' }));
       } catch (err) {
@@ -200,7 +213,7 @@ export class S3BlobStore implements BlobStore {
         count(second.value);
         await send(second.value);
       }
-      if ('sha256:' + h.digest('hex') !== digest) throw wrong();
+      if (differs()) throw wrong();
       await this.client.send(new CompleteMultipartUploadCommand({ Bucket: this.at.bucket, Key, UploadId, MultipartUpload: { Parts: done } }));
       return true;
     } catch (err) {
