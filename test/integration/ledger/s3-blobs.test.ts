@@ -211,6 +211,11 @@ describe('S3 blob store (s3rver)', () => {
     const sub = await smolRun(['rollout', 'submit', manifest, '--blobs', blobs, '--json'], env);
     expect(sub.code, sub.stderr).toBe(0);
     expect(fs.existsSync(path.join(home, 'blobs'))).toBe(false); // inputs went to S3, not beside the ledger
+    // a worker pointed at the wrong bucket fails loudly as a blob-store failure and gives its leases back
+    const lost = await smolRun(['worker', '--blobs', 's3://no-such-bucket/e2e', '--concurrency', '1', '--give-up-after', '1', '--exit-when-idle', '1s'], env);
+    expect(lost.code, lost.stderr).toBe(69);
+    expect(lost.stderr).toMatch(/reading input blob sha256:\w+ failed: .*bucket no-such-bucket does not exist.*lease released/);
+    expect(lost.stderr).toContain('worker gave up after 1 infrastructure failures in a row (blob store)');
     const w = await smolRun(['worker', '--blobs', blobs, '--concurrency', '2', '--exit-when-idle', '1s', '--json'], env);
     expect(w.code, w.stderr).toBe(0);
     const res = await smolRun(['rollout', 'results', 's3demo', '--blobs', blobs, '--json'], env);
@@ -225,5 +230,5 @@ describe('S3 blob store (s3rver)', () => {
     const wrong = await smolRun(['ledger', 'check', '--blobs', 's3://no-such-bucket/e2e', '--json'], env);
     expect(wrong.code).toBe(66);
     expect(JSON.parse(wrong.stderr).error.message).toContain('bucket no-such-bucket does not exist');
-  }, 120_000);
+  }, 180_000);
 });
