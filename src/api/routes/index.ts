@@ -11,5 +11,8 @@ import { routes as files } from './files.js';
 import { routes as wsExec } from './ws-exec.js';
 import { routes as logs } from './logs.js';
 import { routes as events } from './events.js';
+import { routes as fork } from './fork.js';
+import { routes as pack } from './pack.js';
+import { routes as images } from './images.js';
 
-export const allRoutes: readonly Route[] = [...health, ...machines, ...lifecycle, ...exec, ...files, ...wsExec, ...logs, ...events];
+export const allRoutes: readonly Route[] = [...health, ...machines, ...lifecycle, ...exec, ...files, ...wsExec, ...logs, ...events, ...fork, ...pack, ...images];

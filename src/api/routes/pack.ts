@@ -1,0 +1,66 @@
+/**
+ * Pack create, verify and run, as the `smol pack` commands do them. Their paths are host paths the server
+ * reads and writes as its own user, so these routes are exactly as trusted as the token (docs/api.md).
+ */
+import fs from 'node:fs';
+import { packArtifact, getMachineSource, inspectArtifact, setMachineSource, verifyArtifact } from '../../artifact/index.js';
+import { ConflictError, NotFoundError } from '../../errors/index.js';
+import { mergeSpec } from '../../smolfile/merge.js';
+import { exitCodeOf } from '../../vm/api/exec.js';
+import { machinePackSource } from '../../vm/api/pack.js';
+import { runEphemeral } from '../../vm/api/run.js';
+import { CappedBuffer } from '../exec-sinks.js';
+import { defineRoute, type Route } from '../router.js';
+import { errorSchema } from '../schemas/error.js';
+import { EXEC_OUTPUT_DEFAULT_BYTES } from '../schemas/exec.js';
+import { packCreateSchema, packedSchema, packRunResultSchema, packRunSchema, packVerifiedSchema, packVerifySchema } from '../schemas/pack.js';
+
+const failures = { 404: { description: 'no such machine or artifact', schema: errorSchema }, 409: { description: 'the output exists (pass force), or the machine is busy', schema: errorSchema } };
+
+export const routes: Route[] = [
+  defineRoute({
+    method: 'POST', path: '/v1/pack', operationId: 'packCreate', tags: ['pack'], body: packCreateSchema,
+    summary: 'Pack a machine into a .smolmachine at a host path (as trusted as the token: it writes as the server\'s user)',
+    responses: { 201: { description: 'packed', schema: packedSchema }, ...failures },
+    handle: async ({ ctx, body }) => {
+      if (!body.force && fs.existsSync(body.output)) throw new ConflictError(`${body.output} already exists`, { where: 'output', hint: 'Choose another path or pass force: true.' });
+      setMachineSource(machinePackSource(() => ctx.svc));
+      const { release, captured: _captured, ...inputs } = await getMachineSource().fromVm(body.machine, { withMemory: body.withMemory ?? false });
+      try {
+        const r = await packArtifact({ ...inputs, out: body.output, signKey: body.sign, force: body.force ?? false });
+        return { status: 201, body: { path: r.out, digest: r.digest, bytes: r.size, signed: r.signed } };
+      } finally {
+        await release?.();
+      }
+    },
+  }),
+  defineRoute({
+    method: 'POST', path: '/v1/pack/verify', operationId: 'packVerify', tags: ['pack'], body: packVerifySchema,
+    summary: 'Check every digest of an artifact and its signature (ok: false names what failed)',
+    responses: { 200: { description: 'the per-entry results', schema: packVerifiedSchema }, ...failures },
+    handle: async ({ body }) => {
+      if (!fs.existsSync(body.path)) throw new NotFoundError(`no such artifact: ${body.path}`, { where: 'path' });
+      return { body: await verifyArtifact(body.path, { publicKey: body.key }) };
+    },
+  }),
+  defineRoute({
+    method: 'POST', path: '/v1/pack/run', operationId: 'packRun', tags: ['pack'], body: packRunSchema,
+    summary: 'Run an artifact in a throwaway machine (its entrypoint, or argv) and answer with the exec result',
+    responses: { 200: { description: 'the command ran (whatever its exit code)', schema: packRunResultSchema }, ...failures },
+    handle: async ({ ctx, body, signal }) => {
+      if (!fs.existsSync(body.path)) throw new NotFoundError(`no such artifact: ${body.path}`, { where: 'path' });
+      const { manifest } = await inspectArtifact(body.path);
+      const spec = mergeSpec(undefined, undefined, {
+        image: body.path, cpus: manifest.resources.cpus, memory: manifest.resources.memoryMiB, env: manifest.env, workdir: manifest.workdir, command: manifest.entrypoint,
+      });
+      const stdout = new CappedBuffer(EXEC_OUTPUT_DEFAULT_BYTES);
+      const stderr = new CappedBuffer(EXEC_OUTPUT_DEFAULT_BYTES);
+      const t0 = performance.now();
+      const r = await runEphemeral(ctx.svc, spec, { argv: body.argv ?? spec.command ?? ['/bin/sh'] }, { stdin: null, stdout, stderr, timeoutMs: body.timeoutMs }, { signal });
+      return { body: {
+        exitCode: exitCodeOf(r), signal: r.signal, timedOut: r.timedOut, stdout: stdout.bytes().toString('utf8'), stderr: stderr.bytes().toString('utf8'),
+        stdoutTruncated: stdout.truncated, stderrTruncated: stderr.truncated, durationMs: Math.round(performance.now() - t0),
+      } };
+    },
+  }),
+];
