@@ -8,6 +8,8 @@ starts the server and sets them.
 import json
 import os
 import sys
+import threading
+import time
 import unittest
 import uuid
 
@@ -79,6 +81,35 @@ class MachineTest(unittest.TestCase):
         with self.m.exec_stream(["head", "-c", str(4 << 20), "/dev/zero"]) as s:
             total = sum(len(d) for stream, d in s if stream == "stdout")
         self.assertEqual((total, s.result.exit_code), (4 << 20, 0))
+
+    def test_leaving_an_exec_stream_early_kills_the_command(self):
+        with self.m.exec_stream(["sh", "-c", "echo started; exec sleep 300"]) as s:
+            self.assertEqual(next(iter(s)), ("stdout", b"started\n"))
+        count = ["sh", "-c", "ps -o pid,args | grep -c '[s]leep 300' || true"]
+        deadline = time.monotonic() + 20
+        while self.m.exec(count).text.strip() != "0":
+            self.assertLess(time.monotonic(), deadline, "the guest command outlived the closed stream")
+            time.sleep(0.5)
+
+    @unittest.skipUnless(served("get", "/v1/events"), "the server has no events route yet")
+    def test_events_report_a_machine_made_and_removed(self):
+        seen = []
+        name = f"py-ev-{TAG}"
+
+        def watch():
+            for ev in self.client.events():
+                if ev.name == name:
+                    seen.append(ev.state)
+                if "removed" in seen:
+                    return
+        t = threading.Thread(target=watch, daemon=True)
+        t.start()
+        time.sleep(1)  # the stream is open before the machine is made
+        made = self.client.machines.create(image=IMAGE, name=name, start=False)
+        time.sleep(1.5)  # the server polls the machine DB: a machine gone before a poll is never seen
+        made.remove()
+        t.join(30)
+        self.assertEqual(seen[-2:], ["stopped", "removed"], seen)  # "creating" may come first
 
     @unittest.skipUnless(served("put", "/v1/machines/{name}/files"), "the server has no files routes yet")
     def test_files_write_read_list(self):
