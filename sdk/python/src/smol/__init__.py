@@ -5,14 +5,14 @@ from .errors import (
     NoSpace, NotFound, PayloadTooLarge, Prerequisite, SmolApiError, SmolConnectionError, SmolError, SmolProtocolError,
     Timeout, Unauthorized, Unavailable, UserError,
 )
-from .machine import ExecStream, Files, Machine
+from .machine import Clones, ExecStream, Files, Machine
 from .sse import SseEvent, SseParser
 from .types import ExecExit, ExecResult, FileEntry, FileList, MachineEvent, MachineInfo
 
 __version__ = "0.1.0"
 
 __all__ = [
-    "Smol", "Machines", "Machine", "Files", "ExecStream",
+    "Smol", "Machines", "Machine", "Files", "ExecStream", "Clones",
     "ExecResult", "ExecExit", "FileEntry", "FileList", "MachineEvent", "MachineInfo", "SseEvent", "SseParser",
     "SmolError", "SmolApiError", "SmolConnectionError", "SmolProtocolError",
     "InvalidInput", "UserError", "Unauthorized", "NotFound", "MethodNotAllowed", "Conflict", "PayloadTooLarge", "Timeout",

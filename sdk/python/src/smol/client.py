@@ -5,7 +5,7 @@ import os
 from typing import Any, Dict, Iterator, List, Mapping, Optional, Sequence, Union
 
 from ._http import Transport, iter_body, seg
-from .machine import Machine, _json_event, exec_body, exec_result
+from .machine import Clones, Machine, _json_event, clones_of, exec_body, exec_result
 from .errors import error_from_body
 from .sse import SseParser
 from .types import ExecResult, MachineEvent, MachineInfo
@@ -110,6 +110,22 @@ class Smol:
         # a throwaway machine boots first: give the socket the boot's time too
         wait = None if timeout is None else timeout + 30.0 + (self._t.timeout or 0)
         return exec_result(self._t.json("POST", "/v1/run", json_body=body, timeout=wait), b64=False)
+
+    def fork_point(self, point: str, count: Optional[int] = None, names: Optional[Sequence[str]] = None,
+                   name_prefix: Optional[str] = None, env: Optional[Mapping[str, str]] = None,
+                   labels: Optional[Mapping[str, str]] = None) -> Clones:
+        """Clones from a saved fork point (`Machine.save_point`); the machine it came from is not touched."""
+        body: Dict[str, Any] = {}
+        for key, value in (("count", count), ("namePrefix", name_prefix)):
+            if value is not None:
+                body[key] = value
+        if names:
+            body["names"] = list(names)
+        if env:
+            body["env"] = dict(env)
+        if labels:
+            body["labels"] = dict(labels)
+        return clones_of(self._t, self._t.json("POST", f"/v1/points/{seg(point)}/fork", json_body=body))
 
     def events(self) -> Iterator[MachineEvent]:
         """Lifecycle changes of every machine (API and CLI alike) as they happen, until closed."""

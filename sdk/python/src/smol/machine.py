@@ -234,15 +234,24 @@ class Machine:
     def resume(self) -> "Machine":
         return self._update(self._t.json("POST", self._path("/resume")))
 
-    def fork(self, count: int = 1, names: Optional[Sequence[str]] = None,
-             env: Optional[Mapping[str, str]] = None) -> List["Machine"]:
+    def fork(self, count: int = 1, name_prefix: Optional[str] = None, env: Optional[Mapping[str, str]] = None,
+             labels: Optional[Mapping[str, str]] = None, wait_ready: Optional[bool] = None,
+             hold: Optional[bool] = None) -> "Clones":
+        """Live clones of this (forkable, running) machine; `env` values may use {index}, {name}, {count}."""
         body: Dict[str, Any] = {"count": count}
-        if names:
-            body["names"] = list(names)
+        for key, value in (("namePrefix", name_prefix), ("waitReady", wait_ready), ("hold", hold)):
+            if value is not None:
+                body[key] = value
         if env:
             body["env"] = dict(env)
-        out = self._t.json("POST", self._path("/fork"), json_body=body)
-        return [Machine(self._t, MachineInfo.from_json(c)) for c in out.get("clones", [])]
+        if labels:
+            body["labels"] = dict(labels)
+        return clones_of(self._t, self._t.json("POST", self._path("/fork"), json_body=body))
+
+    def save_point(self, name: str) -> Dict[str, Any]:
+        """Save a fork point (memory and disk) that `Smol.fork_point` starts clones from later."""
+        out: Dict[str, Any] = self._t.json("POST", self._path("/points"), json_body={"name": name})
+        return out
 
     def remove(self, force: bool = True) -> None:
         self._t.json("DELETE", self._path(), [("force", "true" if force else "false")])
@@ -256,6 +265,20 @@ class Machine:
             self.remove(force=True)
         except NotFound:
             pass  # already gone: what the block wanted
+
+
+class Clones(List[Machine]):
+    """The clones that run; `failed` lists those that did not start ({name, error}): a partial fork keeps the rest."""
+
+    failed: List[Dict[str, str]] = []
+    total_ms: Optional[float] = None
+
+
+def clones_of(transport: Transport, out: Any) -> Clones:
+    clones = Clones(Machine(transport, MachineInfo.from_json(c)) for c in out.get("clones", []))
+    clones.failed = [f for f in out.get("failed", []) if isinstance(f, dict)]
+    clones.total_ms = out.get("totalMs")
+    return clones
 
 
 def _log_lines(conn: http.client.HTTPConnection, resp: http.client.HTTPResponse, follow: bool,
