@@ -52,6 +52,11 @@ export class MachineService {
   readonly home: string;
   readonly store: MachineStore;
   readonly engine: Engine;
+  /**
+   * Agent ports this process has a channel on. The lock table admits its own pid again, so without this two
+   * concurrent execs in one long-lived process (`smol mcp`, `smol serve`) both took port 0 and one timed out.
+   */
+  private readonly portsInUse = new Set<string>();
 
   constructor(o: ServiceOptions) {
     this.home = o.home;
@@ -211,13 +216,23 @@ export class MachineService {
     const deadline = Date.now() + CHANNEL_WAIT_MS;
     for (;;) {
       for (let port = 0; port < AGENT_PORTS; port++) {
-        let release: () => void;
+        const key = `${rec.id}#p${port}`;
+        if (this.portsInUse.has(key)) continue;
+        let unlock: () => void;
         try {
-          release = this.store.lock(`${rec.id}#p${port}`, 'channel', rec.name);
+          unlock = this.store.lock(key, 'channel', rec.name);
         } catch (err) {
           if (err instanceof ConflictError) continue;
           throw err;
         }
+        this.portsInUse.add(key);
+        let released = false;
+        const release = () => {
+          if (released) return; // a second call must not free the port for a channel opened on it since
+          released = true;
+          this.portsInUse.delete(key);
+          unlock();
+        };
         try {
           const ch = await this.engine.connect(layout, port, AGENT_HELLO_TIMEOUT_MS);
           return { rec, ch, release };
