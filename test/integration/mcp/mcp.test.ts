@@ -94,6 +94,17 @@ describe('smol mcp', () => {
     const slow = await call('exec', { machine: 'box', argv: ['sleep', '30'], timeout: 1 });
     expect(slow.structuredContent, text(slow)).toMatchObject({ exitCode: 124, timedOut: true });
 
+    // a call the client cancels ends its guest command
+    const ctl = new AbortController();
+    const cancelled = client.callTool({ name: 'exec', arguments: { machine: 'box', argv: ['sleep', '77'] } }, undefined, { signal: ctl.signal }).catch((err: Error) => err);
+    const sleeping = async () => ((await call('exec', { machine: 'box', command: 'ps -o args | grep -c "^sleep 77"' })).structuredContent as { stdout: string }).stdout.trim();
+    for (let i = 0; i < 50 && await sleeping() !== '1'; i++) await sleep(100);
+    expect(await sleeping()).toBe('1');
+    ctl.abort();
+    expect(await cancelled).toBeInstanceOf(Error);
+    for (let i = 0; i < 50 && await sleeping() !== '0'; i++) await sleep(100);
+    expect(await sleeping()).toBe('0');
+
     const f = await call('fork', { machine: 'box', count: 1 });
     expect(f.isError, text(f)).toBeFalsy();
     const clones = (f.structuredContent as { clones: string[] }).clones;
