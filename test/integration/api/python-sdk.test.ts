@@ -84,7 +84,8 @@ describe('Python SDK against a real smol serve', () => {
     expect(r.out, r.out).not.toMatch(/skipped '(?!the server has no )/);
     const musts = ['create_gives_a_running_machine', 'exec_buffers_output_exit_code_env_workdir_and_stdin', 'exec_stream_yields_chunks_then_the_result',
       'list_filters_by_labels', 'errors_carry_code_exit_code_and_status', 'context_manager_removes_the_machine_and_exec_on_a_stopped_one_conflicts',
-      'pause_and_resume_keep_the_guest_as_it_was', 'leaving_an_exec_stream_early_kills_the_command', 'a_wrong_or_missing_token_is_401',
+      'pause_and_resume_keep_the_guest_as_it_was', 'leaving_an_exec_stream_early_kills_the_command', 'files_write_read_list',
+      'logs_iterate_console_lines', 'events_report_a_machine_made_and_removed', 'a_wrong_or_missing_token_is_401',
       'https_trusts_only_the_ca_given'];
     for (const t of musts.map((m) => `test_${m}`)) {
       expect(r.out).toMatch(new RegExp(`${t} .* ok`));
