@@ -1,4 +1,7 @@
 /** Creating, starting, stopping, updating, pausing and removing machines, as `smol machine *` does. */
+import path from 'node:path';
+import { inspectArtifact } from '../../artifact/index.js';
+import { UserError } from '../../errors/index.js';
 import { mergeSpec } from '../../smolfile/merge.js';
 import { parseSmolfile } from '../../smolfile/load.js';
 import { checkPortsFree, checkVolumes, flagLabel, parseVolumeFlag, pauseMachine, resumeMachine, updateMachine } from '../../vm/api/machines.js';
@@ -20,9 +23,14 @@ export const routes: Route[] = [
     responses: { 201: machine('the machine made'), 400: { description: 'invalid options', schema: errorSchema }, ...conflict },
     handle: async ({ ctx, body }) => {
       const base = body.smolfile === undefined ? undefined : parseSmolfile(typeof body.smolfile === 'string' ? body.smolfile : JSON.stringify(body.smolfile), 'body.smolfile');
+      if (body.from && body.image) throw new UserError('from and image both name the image; pass one', { where: 'from' });
+      // as `machine create --from`: the artifact's recorded shape is the default (a memory-carrying artifact
+      // resumes only into a machine of the shape it was packed from); the body's fields, or a Smolfile, override
+      const art = body.from && !base ? (await inspectArtifact(path.resolve(body.from))).manifest : undefined;
       const volumes = (body.volumes ?? []).map((v) => parseVolumeFlag(v));
       const spec = mergeSpec(base, undefined, {
-        image: body.image, cpus: body.cpus, memory: body.memory, net: body.net, ports: body.ports, env: body.env, workdir: body.workdir, volumes, labels: body.labels,
+        image: body.from ?? body.image, cpus: body.cpus ?? art?.resources.cpus, memory: body.memory ?? art?.resources.memoryMiB, net: body.net, ports: body.ports,
+        env: art?.env || body.env ? { ...art?.env, ...body.env } : undefined, workdir: body.workdir ?? art?.workdir, volumes, labels: body.labels,
       });
       checkVolumes(spec.volumes, flagLabel(spec.volumes));
       if (body.start) await checkPortsFree(spec.ports, body.name ?? 'the machine'); // a taken host port: nothing made

@@ -11,6 +11,7 @@ export const createMachineSchema = request('CreateMachine', z.strictObject({
   name: z.string().min(1).max(63).optional().describe('default: a generated name'),
   smolfile: z.union([z.string().max(256 * 1024), z.record(z.string(), z.unknown())]).optional().describe('a Smolfile as an object or as YAML text; relative paths in it are relative to the server\'s working directory'),
   image: z.string().min(1).optional(),
+  from: z.string().min(1).optional().describe('a .smolmachine artifact on the server\'s host: its recorded vCPUs, memory, workdir and env are the defaults, and one packed with memory resumes at its first start'),
   cpus: cpusSchema.optional(),
   memory: memorySchema.optional().describe('MiB as a number, or "512M", "1G"'),
   workdir: guestPath.optional(),

@@ -74,6 +74,13 @@ describe('smol serve', () => {
     const notJson = await request('/v1/machines', { method: 'POST', rawBody: '{"name":', socket: srv.socket });
     expect(notJson.status).toBe(400);
     expect((await call('GET', '/v1/machines/{name}', '/v1/machines/bad1')).status).toBe(404);
+    // from: an artifact path, refused with the CLI's error when it is not one; from and image together are ambiguous
+    const both = await call('POST', '/v1/machines', '/v1/machines', { name: 'bad2', from: '/nonexistent/x.smolmachine', image: 'alpine' });
+    expect([both.status, both.json.error.where]).toEqual([400, 'from']);
+    const missing = await call('POST', '/v1/machines', '/v1/machines', { name: 'bad3', from: '/nonexistent/x.smolmachine' });
+    expect(missing.status).toBeGreaterThanOrEqual(400);
+    expect(missing.json.error.message).toContain('/nonexistent/x.smolmachine');
+    for (const n of ['bad2', 'bad3']) expect((await call('GET', '/v1/machines/{name}', `/v1/machines/${n}`)).status).toBe(404);
   });
 
   it('runs a buffered exec with capped output', async () => {
