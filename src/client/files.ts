@@ -33,7 +33,7 @@ export class Files {
     return o.format === 'bytes' ? b : new TextDecoder().decode(b);
   }
 
-  /** Writes (replaces) one file, with `mode` (default 0o644); parent directories must exist. */
+  /** Writes (replaces) one file, with `mode` (default 0o644); missing parent directories are made. */
   async write(path: string, data: string | Uint8Array, o: { mode?: number } = {}): Promise<{ path: string; bytes: number }> {
     const query = { path, ...(o.mode === undefined ? {} : { mode: o.mode.toString(8).padStart(4, '0') }) };
     return must(this.t.api.PUT('/v1/machines/{name}/files', { params: { path: { name: this.machine() }, query }, body: bytesOf(data), ...raw }));
