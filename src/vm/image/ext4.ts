@@ -3,7 +3,7 @@
  * the build itself), converted to a read-only qcow2 base that every machine shares; each machine writes to
  * its own qcow2 overlay on top.
  */
-import { createHash } from 'node:crypto';
+import { createHash, randomBytes } from 'node:crypto';
 import { chmod, copyFile, mkdir, rename, rm, stat } from 'node:fs/promises';
 import path from 'node:path';
 import { run } from '../../util/exec.js';
@@ -60,7 +60,8 @@ export async function createOverlay(basePath: string, overlayPath: string, opts:
     await mkdir(opts.templateDir, { recursive: true });
     // a maker killed with -9 between qemu-img and the rename leaves its temp file: swept once stale
     await sweepStaleTemps(opts.templateDir);
-    const tmp = path.join(opts.templateDir, `.tmp-${id}.${process.pid}.qcow2`);
+    // unique per call, not per process: `smol serve` makes machines concurrently in one process
+    const tmp = path.join(opts.templateDir, `.tmp-${id}.${process.pid}.${randomBytes(4).toString('hex')}.qcow2`);
     await make(tmp);
     await rename(tmp, tpl); // concurrent creators write identical files: the last rename wins harmlessly
   }
