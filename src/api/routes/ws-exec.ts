@@ -38,11 +38,18 @@ function frames(ws: WebSocket, prefix: 1 | 2): Writable {
 }
 
 type Query = z.output<typeof wsExecQuerySchema>;
+type Control = Exclude<z.output<typeof wsControlSchema>, { type: 'eof' }>;
+
+function apply(h: ExecHandle, m: Control): void {
+  if (m.type === 'resize') h.resize(m.rows, m.cols);
+  else h.signal(m.signal);
+}
 
 function session(ws: WebSocket, run: (io: { stdin: PassThrough; stdout: Writable; stderr: Writable; signal: AbortSignal; onStart: (h: ExecHandle) => void }) => ReturnType<typeof execInMachine>, q: Query): void {
   const stdin = new PassThrough();
   const gone = new AbortController();
   let handle: ExecHandle | undefined;
+  const early: Control[] = [];
   const sendError = (err: unknown) => ws.send(JSON.stringify({ type: 'error', ...httpError(err).body }));
   ws.on('close', () => gone.abort());
   ws.on('message', (data: Buffer, isBinary: boolean) => {
@@ -51,10 +58,14 @@ function session(ws: WebSocket, run: (io: { stdin: PassThrough; stdout: Writable
     if (!parsed.success) return sendError(new UserError('a text frame must be JSON {"type":"resize"|"signal"|"eof", ...}'));
     const m = parsed.data;
     if (m.type === 'eof') stdin.end();
-    else if (m.type === 'resize') handle?.resize(m.rows, m.cols);
-    else handle?.signal(m.signal);
+    else if (!handle) early.push(m); // the command is still starting: applied once it runs
+    else apply(handle, m);
   });
-  void run({ stdin, stdout: frames(ws, 1), stderr: frames(ws, 2), signal: gone.signal, onStart: (h) => { handle = h; if (q.tty) h.resize(q.rows ?? 24, q.cols ?? 80); } })
+  void run({ stdin, stdout: frames(ws, 1), stderr: frames(ws, 2), signal: gone.signal, onStart: (h) => {
+    handle = h;
+    if (q.tty) h.resize(q.rows ?? 24, q.cols ?? 80);
+    for (const m of early.splice(0)) apply(h, m);
+  } })
     .then((r) => {
       if (ws.readyState !== ws.OPEN) return;
       ws.send(JSON.stringify({ type: 'exit', exitCode: exitCodeOf(r), signal: r.signal }));
