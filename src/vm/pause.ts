@@ -14,7 +14,7 @@ import type { LaunchOptions } from './engine.js';
 import { AGENT_PORTS, shmHasRoom, strayQemuPid, type MachineLayout } from './layout.js';
 import { QmpClient } from './qemu/qmp.js';
 import { discardSpare } from './fork/spare.js';
-import { sparseCopy } from './fork/sparse-copy.js';
+import { startRamCopy } from './volumes/ram-copy.js';
 import { volumesOf } from './volumes/spec.js';
 import { hasPausedState, pausedDir, PAUSE_SCRATCH_PREFIX } from './pause-files.js';
 import { pidAlive, type MachineRecord } from './store/machines.js';
@@ -158,11 +158,12 @@ async function restoreFromDisk(svc: MachineService, rec: MachineRecord, layout: 
   for (const pid of new Set([rec.pid, strayQemuPid(layout)])) if (pid && pidAlive(pid)) await svc.engine.terminate(pid, layout, 0);
   fs.mkdirSync(layout.runDir, { recursive: true });
   let memory: Pick<LaunchOptions, 'clone' | 'incoming'>;
+  let copying: Promise<void> | undefined;
   if (meta.memory === 'shared') {
     if (!shmHasRoom(meta.memoryMiB)) throw new PrerequisiteError(`resume failed: /dev/shm has less than the ${meta.memoryMiB} MiB machine "${rec.name}" keeps its RAM in`, { where: rec.name, hint: 'Give /dev/shm more room, or stop the machine (its saved state is then discarded).' });
-    // back into /dev/shm, shared: the machine stays forkable (holes kept: untouched RAM costs nothing)
-    fs.rmSync(layout.memFile, { force: true });
-    await sparseCopy(path.join(dir, 'memory.ram'), layout.memFile);
+    // back into /dev/shm, shared, so the machine stays forkable; copied while QEMU starts (ram-copy.ts)
+    copying = startRamCopy(path.join(dir, 'memory.ram'), layout.memFile, meta.memoryMiB * 2 ** 20);
+    copying.catch(() => undefined); // awaited before the restore
     memory = { clone: { memFile: layout.memFile, share: true } };
   } else if (meta.memory === 'private') {
     // a clone's RAM block is a private file mapping: an empty one of its size takes the saved pages
@@ -174,13 +175,16 @@ async function restoreFromDisk(svc: MachineService, rec: MachineRecord, layout: 
     memory = { incoming: true };
   }
   trace('resume: memory ready');
-  const pid = await svc.engine.launch(rec.spec, layout, { diskless: svc.isDiskless(rec), forkable: false, publishPorts: !rec.parent && !rec.forkPoint, ...memory });
+  const pid = await svc.engine.launch(rec.spec, layout, { diskless: svc.isDiskless(rec), forkable: false, publishPorts: !rec.parent && !rec.forkPoint, ...memory })
+    .catch(async (err: unknown) => { await copying?.catch(() => undefined); throw err; });
   svc.store.update(rec.id, { pid });
   try {
+    await copying;
     await svc.engine.fork!.restore(layout, path.join(dir, 'device-state'), RESTORE_TIMEOUT_MS);
   } catch (err) {
     // the save stays: the machine is still paused, and resume can be tried again
     await svc.engine.terminate(pid, layout, 0).catch(() => undefined);
+    if (copying) fs.rmSync(layout.memFile, { force: true }); // the save still has it
     svc.store.update(rec.id, { pid: null });
     throw err;
   }
