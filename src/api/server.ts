@@ -78,6 +78,9 @@ function handler(ctx: ApiContext, router: Router, tokens: TokenSet | undefined) 
 
 function upgrader(ctx: ApiContext, router: Router, tokens: TokenSet | undefined) {
   return (req: http.IncomingMessage, socket: Duplex, head: Buffer) => {
+    // node:http drops its own error listener on an upgrade: a client resetting now would be an uncaught
+    // ECONNRESET that ends the server, so until `ws` takes the socket a failure only ends this connection
+    socket.on('error', () => socket.destroy());
     void (async () => {
       try {
         const url = new URL(req.url ?? '/', 'http://smol');

@@ -1,0 +1,46 @@
+/**
+ * The server against hostile clients, in process on a scratch TCP port (no machine needed): what an
+ * unauthenticated peer, a browser page or a slow sender can do to it.
+ */
+import fs from 'node:fs';
+import net from 'node:net';
+import os from 'node:os';
+import path from 'node:path';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { TokenSet } from '../../../src/rollout/gateway/tokens.js';
+import { Router } from '../../../src/api/router.js';
+import { allRoutes } from '../../../src/api/routes/index.js';
+import { startApiServer, type ApiServer } from '../../../src/api/server.js';
+import type { ApiContext } from '../../../src/api/context.js';
+import { request } from '../../helpers/serve.js';
+
+const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'smol-api-hostile-'));
+const token = 'a'.repeat(32);
+let srv: ApiServer;
+let port: number;
+
+beforeAll(async () => {
+  const ctx = { home: dir, version: 'test', metrics: { requests: { inc: () => undefined } } } as unknown as ApiContext;
+  srv = await startApiServer(ctx, new Router(allRoutes), { socket: null, listen: { host: '127.0.0.1', port: 0 }, tokens: new TokenSet([token]) });
+  port = Number(new URL(srv.url!).port);
+});
+afterAll(async () => { await srv.close(); fs.rmSync(dir, { recursive: true, force: true }); });
+
+/** Writes `text` on a fresh connection; `then` runs once it is sent. */
+function raw(text: string, then: (c: net.Socket) => void): Promise<void> {
+  return new Promise((resolve) => {
+    const c = net.connect(port, '127.0.0.1', () => { c.write(text); then(c); });
+    c.on('error', () => undefined);
+    c.on('close', () => resolve());
+  });
+}
+
+describe('api server against hostile clients', () => {
+  it('survives clients that reset the connection during a WebSocket upgrade', async () => {
+    const upgrade = 'GET /v1/machines/x/exec/ws?argv=sh HTTP/1.1\r\nHost: x\r\nUpgrade: websocket\r\nConnection: Upgrade\r\n\r\n';
+    // the reset lands before, during and after the 401 is written: each once was an uncaught ECONNRESET
+    for (let i = 0; i < 60; i++) await raw(upgrade, (c) => setTimeout(() => c.resetAndDestroy(), i % 3));
+    await new Promise((r) => setTimeout(r, 100));
+    expect((await request('/v1/health', { url: srv.url! })).status).toBe(200);
+  });
+});
