@@ -87,7 +87,7 @@ export class Router {
       allowed = [...allowed, route.method];
     }
     if (allowed.length) throw new ApiError(405, 'method_not_allowed', `${method} is not allowed on ${pathname}`, { hint: `Allowed: ${allowed.join(', ')}.` });
-    throw new ApiError(404, 'not_found', `no route ${method} ${pathname}`, { hint: 'GET /openapi.json (or `smol serve openapi`) lists the routes.' }, 66);
+    throw new ApiError(404, 'not_found', `no route ${method} ${pathname}`, { hint: 'GET /v1/openapi.json (or `smol serve openapi`) lists the routes.' }, 66);
   }
 }
 

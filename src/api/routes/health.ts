@@ -28,6 +28,16 @@ export const routes: Route[] = [
     },
   }),
   defineRoute({
+    method: 'GET', path: '/v1/openapi.json', operationId: 'openapi', tags: ['health'], public: true,
+    summary: 'This server\'s OpenAPI 3.1 document (the same as `smol serve openapi` and docs/openapi.json)',
+    responses: { 200: { description: 'the document', contentType: 'application/json' } },
+    handle: async ({ ctx }) => {
+      // lazily: the route table imports this file
+      const [{ allRoutes }, { openApiDocument }] = await Promise.all([import('./index.js'), import('../openapi.js')]);
+      return { body: openApiDocument(allRoutes, ctx.version) };
+    },
+  }),
+  defineRoute({
     method: 'GET', path: '/metrics', operationId: 'metrics', tags: ['health'],
     summary: 'Prometheus metrics (text exposition format)',
     responses: { 200: { description: 'metrics', contentType: 'text/plain' } },

@@ -47,6 +47,12 @@ describe('smol serve', () => {
     expect(ok.status).toBe(200);
   });
 
+  it('serves its own OpenAPI document, the checked-in one', async () => {
+    const doc = await request('/v1/openapi.json', { method: 'GET', socket: srv.socket });
+    expect(doc.status).toBe(200);
+    expect(doc.json()).toEqual(JSON.parse(fs.readFileSync('docs/openapi.json', 'utf8')));
+  });
+
   it('refuses --listen on a non-loopback address without a token file', async () => {
     const r = await smol(['serve', '--socket', `${srv.home}/other.sock`, '--listen', '0.0.0.0:0'], { home: srv.home });
     expect(r.code).toBe(64);
