@@ -39,13 +39,40 @@ function authorize(req: http.IncomingMessage, route: Match['route'], tokens: Tok
   }, 64);
 }
 
+/** What a listener checks before routing: tokens (TCP), and Host names (TCP without tokens). */
+interface Guard { tokens: TokenSet | undefined; checkHost: boolean }
+
+/** An IP literal or localhost, with or without a port: names a rebinding DNS server cannot point here. */
+const LITERAL_HOST = /^(localhost|\d{1,3}(\.\d{1,3}){3}|\[[0-9a-fA-F:.]+\])(:\d{1,5})?$/;
+
+/**
+ * The API is for programs, not browsers. A web page can make a browser send a simple POST, or open a WebSocket,
+ * to any address (no CORS preflight for either), and a browser says where it came from in Origin: refusing
+ * Origin stops a page from creating machines or running commands through a server without tokens. Without
+ * tokens, a Host that is a DNS name is refused too: a rebinding DNS server could otherwise point a page's own
+ * name at this port and read the answers.
+ */
+function refuseBrowsers(req: http.IncomingMessage, g: Guard): void {
+  const origin = req.headers.origin;
+  if (origin !== undefined) {
+    throw new ApiError(403, 'forbidden', `requests from a web page are refused (Origin: ${origin.slice(0, 200)})`, {
+      where: 'Origin', hint: 'Call the API from a program (curl, the SDKs) that sends no Origin header; a browser page cannot use smol serve.',
+    }, 64);
+  }
+  if (g.checkHost && !LITERAL_HOST.test(req.headers.host ?? '')) {
+    throw new ApiError(403, 'forbidden', `Host ${JSON.stringify((req.headers.host ?? '').slice(0, 200))} is refused on a listener without tokens`, {
+      where: 'Host', hint: 'Connect by IP address (http://127.0.0.1:PORT), or give the server --token-file.',
+    }, 64);
+  }
+}
+
 export function sendJson(res: http.ServerResponse, status: number, body: unknown, headers: Record<string, string> = {}): void {
   const text = JSON.stringify(body);
   res.writeHead(status, { 'content-type': 'application/json', 'content-length': Buffer.byteLength(text), ...headers });
   res.end(text);
 }
 
-function handler(ctx: ApiContext, router: Router, tokens: TokenSet | undefined) {
+function handler(ctx: ApiContext, router: Router, g: Guard) {
   return (req: http.IncomingMessage, res: http.ServerResponse) => {
     const abort = new AbortController();
     // the response closing before it finished is the client going away: streams and execs stop on it
@@ -53,10 +80,11 @@ function handler(ctx: ApiContext, router: Router, tokens: TokenSet | undefined) 
     let label = 'unmatched';
     void (async () => {
       try {
+        refuseBrowsers(req, g);
         const url = new URL(req.url ?? '/', 'http://smol');
         const m = router.match(req.method ?? 'GET', url.pathname);
         label = m.route.path;
-        authorize(req, m.route, tokens);
+        authorize(req, m.route, g.tokens);
         const inputs = await routeInputs(m, req, url);
         const reply = await m.route.handle({ ...inputs, req, res, signal: abort.signal, ctx } as Parameters<Match['route']['handle']>[0]);
         if (reply && !res.headersSent) sendJson(res, reply.status ?? 200, reply.body, reply.headers);
@@ -76,16 +104,17 @@ function handler(ctx: ApiContext, router: Router, tokens: TokenSet | undefined) 
   };
 }
 
-function upgrader(ctx: ApiContext, router: Router, tokens: TokenSet | undefined) {
+function upgrader(ctx: ApiContext, router: Router, g: Guard) {
   return (req: http.IncomingMessage, socket: Duplex, head: Buffer) => {
     // node:http drops its own error listener on an upgrade: a client resetting now would be an uncaught
     // ECONNRESET that ends the server, so until `ws` takes the socket a failure only ends this connection
     socket.on('error', () => socket.destroy());
     void (async () => {
       try {
+        refuseBrowsers(req, g);
         const url = new URL(req.url ?? '/', 'http://smol');
         const m = router.match(req.method ?? 'GET', url.pathname);
-        authorize(req, m.route, tokens);
+        authorize(req, m.route, g.tokens);
         if (!m.route.upgrade) throw new ApiError(400, 'user_error', `${url.pathname} is not a WebSocket route`);
         const { params, query } = await routeInputs(m, req, url);
         m.route.upgrade({ params, query, req, socket, head, ctx } as Parameters<NonNullable<Match['route']['upgrade']>>[0]);
@@ -142,17 +171,19 @@ export async function startApiServer(ctx: ApiContext, router: Router, o: ServeOp
   try {
     if (o.socket) {
       await claimSocket(o.socket);
-      const s = http.createServer(handler(ctx, router, undefined));
-      s.on('upgrade', upgrader(ctx, router, undefined));
+      const guard = { tokens: undefined, checkHost: false };
+      const s = http.createServer(handler(ctx, router, guard));
+      s.on('upgrade', upgrader(ctx, router, guard));
       await listenOn(s, { path: o.socket });
       fs.chmodSync(o.socket, 0o600);
       servers.push(s);
       socket = o.socket;
     }
     if (o.listen) {
-      const h = handler(ctx, router, o.tokens);
+      const guard = { tokens: o.tokens, checkHost: !o.tokens };
+      const h = handler(ctx, router, guard);
       const s = o.tls ? https.createServer({ cert: o.tls.cert, key: o.tls.key }, h) : http.createServer(h);
-      s.on('upgrade', upgrader(ctx, router, o.tokens));
+      s.on('upgrade', upgrader(ctx, router, guard));
       await listenOn(s, o.listen);
       servers.push(s);
       const a = s.address() as AddressInfo;

@@ -18,18 +18,21 @@ const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'smol-api-hostile-'));
 const token = 'a'.repeat(32);
 let srv: ApiServer;
 let port: number;
+/** `--insecure-no-auth`: TCP with no tokens. */
+let open: ApiServer;
 
 beforeAll(async () => {
   const ctx = { home: dir, version: 'test', metrics: { requests: { inc: () => undefined } } } as unknown as ApiContext;
   srv = await startApiServer(ctx, new Router(allRoutes), { socket: null, listen: { host: '127.0.0.1', port: 0 }, tokens: new TokenSet([token]) });
   port = Number(new URL(srv.url!).port);
+  open = await startApiServer(ctx, new Router(allRoutes), { socket: null, listen: { host: '127.0.0.1', port: 0 } });
 });
-afterAll(async () => { await srv.close(); fs.rmSync(dir, { recursive: true, force: true }); });
+afterAll(async () => { await srv.close(); await open.close(); fs.rmSync(dir, { recursive: true, force: true }); });
 
 /** Writes `text` on a fresh connection; `then` runs once it is sent. */
-function raw(text: string, then: (c: net.Socket) => void): Promise<void> {
+function raw(text: string, then: (c: net.Socket) => void, to = port): Promise<void> {
   return new Promise((resolve) => {
-    const c = net.connect(port, '127.0.0.1', () => { c.write(text); then(c); });
+    const c = net.connect(to, '127.0.0.1', () => { c.write(text); then(c); });
     c.on('error', () => undefined);
     c.on('close', () => resolve());
   });
@@ -42,5 +45,30 @@ describe('api server against hostile clients', () => {
     for (let i = 0; i < 60; i++) await raw(upgrade, (c) => setTimeout(() => c.resetAndDestroy(), i % 3));
     await new Promise((r) => setTimeout(r, 100));
     expect((await request('/v1/health', { url: srv.url! })).status).toBe(200);
+  });
+
+  it('refuses any request from a web page: a cross-site POST, a cross-site WebSocket', async () => {
+    // what a page's <form> or fetch(no-cors) sends: text/plain, no preflight, Origin set by the browser
+    const post = await request('/v1/machines', { url: open.url!, method: 'POST', rawBody: '{"name":"x"}', headers: { 'content-type': 'text/plain', origin: 'https://evil.example' } });
+    expect(post.status).toBe(403);
+    expect(post.json()).toMatchObject({ error: { code: 'forbidden', where: 'Origin' } });
+    // a browser's WebSocket to the exec route: the refusal comes before the upgrade
+    let answer = '';
+    await raw('GET /v1/machines/x/exec/ws?argv=sh HTTP/1.1\r\nHost: 127.0.0.1\r\nOrigin: https://evil.example\r\nUpgrade: websocket\r\nConnection: Upgrade\r\nSec-WebSocket-Version: 13\r\nSec-WebSocket-Key: dGhlIHNhbXBsZSBub25jZQ==\r\n\r\n', (c) => {
+      c.on('data', (d: Buffer) => { answer += d.toString(); });
+    }, Number(new URL(open.url!).port));
+    expect(answer).toMatch(/^HTTP\/1\.1 403 /);
+    expect(answer).toContain('"forbidden"');
+  });
+
+  it('refuses a DNS name in Host without tokens (rebinding), and takes IP literals and localhost', async () => {
+    const rebound = await request('/v1/health', { url: open.url!, headers: { host: 'attacker.example:8480' } });
+    expect(rebound.status).toBe(403);
+    expect(rebound.json()).toMatchObject({ error: { code: 'forbidden', where: 'Host' } });
+    for (const host of ['127.0.0.1:8480', 'localhost', '[::1]:8480']) {
+      expect((await request('/v1/health', { url: open.url!, headers: { host } })).status).toBe(200);
+    }
+    // with tokens a name is fine: a page cannot send the bearer token
+    expect((await request('/v1/health', { url: srv.url!, headers: { host: 'smol.example.com' } })).status).toBe(200);
   });
 });
