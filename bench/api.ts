@@ -3,6 +3,7 @@
  *  - exec `true` round trip, interleaved call by call on one running machine: in-process (execInMachine, what a
  *    route handler calls), the TypeScript SDK over the Unix socket, over TCP with a token, and the CLI
  *    (`smol machine exec`, a new node process each time); medians and p99 with ratios to in-process.
+ *  - the same for GET /v1/health through the SDK and through bare node:http: the transport's own floor
  *  - 10 clients × 100 execs spread over 4 machines at once: errors (must be 0), p50 and p99.
  * Target: API overhead (socket p50 − in-process p50) ≤ 2 ms. The server is `smol serve` from dist/ (npm run build).
  * BENCH_QUICK=1: 3 rounds, 2 clients × 3 execs on 1 machine, only to check that the bench works.
@@ -10,6 +11,7 @@
 import { spawn, spawnSync } from 'node:child_process';
 import { randomBytes } from 'node:crypto';
 import fs from 'node:fs';
+import http from 'node:http';
 import os from 'node:os';
 import path from 'node:path';
 import { Writable } from 'node:stream';
@@ -47,6 +49,14 @@ async function serve(): Promise<Served> {
   return { ...info, token, stop: () => new Promise<void>((r) => { child.once('exit', () => r()); child.kill('SIGTERM'); }) };
 }
 
+/** One GET over the socket with node's own client: the server's share of a round trip, without the SDK's. */
+function bareGet(socketPath: string, p: string): Promise<void> {
+  return new Promise((resolve, reject) => {
+    http.get({ socketPath, path: p, agent: keepAlive }, (res) => { res.resume(); res.on('end', resolve); res.on('error', reject); }).on('error', reject);
+  });
+}
+const keepAlive = new http.Agent({ keepAlive: true });
+
 const timed = async (fn: () => Promise<unknown>) => { const t0 = performance.now(); await fn(); return performance.now() - t0; };
 
 async function main(): Promise<void> {
@@ -63,6 +73,9 @@ async function main(): Promise<void> {
       'in-process': () => execInMachine(svc, m.name, { argv: ['true'] }, { stdin: null, stdout: sink(), stderr: sink() }),
       'SDK, Unix socket': () => m.exec(['true']),
       'SDK, TCP + token': () => mTcp.exec(['true']),
+      // the floor under the exec rows: one request that does nothing, through the SDK and through bare node:http
+      'GET /v1/health: SDK, socket': () => sock.health(),
+      'GET /v1/health: node:http, socket': () => bareGet(srv.socket, '/v1/health'),
       CLI: async () => {
         const r = spawnSync(process.execPath, [smolBin, 'machine', 'exec', m.name, '--', 'true'], { env: process.env, stdio: 'ignore' });
         if (r.status !== 0) throw new Error(`smol machine exec exited ${r.status}`);
@@ -77,7 +90,7 @@ async function main(): Promise<void> {
     const base = median(ms['in-process']);
     const rows: Row[] = [];
     for (const [k, xs] of Object.entries(ms)) {
-      rows.push({ metric: `exec true: ${k}`, unit: 'ms', value: median(xs), baseline: base, baselineLabel: 'in-process', target: k === 'SDK, Unix socket' ? '≤ in-process + 2 ms' : undefined });
+      rows.push({ metric: k.startsWith('GET') ? k : `exec true: ${k}`, unit: 'ms', value: median(xs), baseline: base, baselineLabel: 'in-process', target: k === 'SDK, Unix socket' ? '≤ in-process + 2 ms' : undefined });
       rows.push({ metric: `  p99 (${xs.length} runs)`, unit: 'ms', value: percentile(xs, 99), baseline: percentile(ms['in-process'], 99), baselineLabel: 'in-process' });
     }
 
