@@ -21,7 +21,22 @@ export interface ServeOptions {
   listen?: { host: string; port: number };
   tokens?: TokenSet;
   tls?: { cert: string | Buffer; key: string | Buffer };
+  /** SERVER_LIMITS by default; tests shorten them. */
+  limits?: Partial<ServerLimits>;
 }
+
+export interface ServerLimits {
+  /** A client's request line and headers arrive within this (slowloris); node's default is 60 s. */
+  headersTimeoutMs: number;
+  /** A request's body arrives within this; streams and execs that answer for longer are not cut by it. */
+  requestTimeoutMs: number;
+  /** How often the two timeouts above are checked (node's default, 30 s, lets a header trickle live 90 s). */
+  checkIntervalMs: number;
+  /** Connections per listener, streams included; past it a new one is closed at once, not queued. */
+  maxConnections: number;
+}
+
+export const SERVER_LIMITS: ServerLimits = { headersTimeoutMs: 20_000, requestTimeoutMs: 300_000, checkIntervalMs: 5_000, maxConnections: 512 };
 
 export interface ApiServer {
   socket: string | null;
@@ -164,7 +179,13 @@ function listenOn(server: http.Server, target: { path: string } | { host: string
   });
 }
 
+/** node:http's own guards against slow and numerous clients, set from `limits`. */
+function serverOptions(l: ServerLimits): http.ServerOptions {
+  return { headersTimeout: l.headersTimeoutMs, requestTimeout: l.requestTimeoutMs, connectionsCheckingInterval: l.checkIntervalMs };
+}
+
 export async function startApiServer(ctx: ApiContext, router: Router, o: ServeOptions): Promise<ApiServer> {
+  const limits = { ...SERVER_LIMITS, ...o.limits };
   const servers: http.Server[] = [];
   let socket: string | null = null;
   let url: string | null = null;
@@ -172,7 +193,8 @@ export async function startApiServer(ctx: ApiContext, router: Router, o: ServeOp
     if (o.socket) {
       await claimSocket(o.socket);
       const guard = { tokens: undefined, checkHost: false };
-      const s = http.createServer(handler(ctx, router, guard));
+      const s = http.createServer(serverOptions(limits), handler(ctx, router, guard));
+      s.maxConnections = limits.maxConnections;
       s.on('upgrade', upgrader(ctx, router, guard));
       await listenOn(s, { path: o.socket });
       fs.chmodSync(o.socket, 0o600);
@@ -182,7 +204,8 @@ export async function startApiServer(ctx: ApiContext, router: Router, o: ServeOp
     if (o.listen) {
       const guard = { tokens: o.tokens, checkHost: !o.tokens };
       const h = handler(ctx, router, guard);
-      const s = o.tls ? https.createServer({ cert: o.tls.cert, key: o.tls.key }, h) : http.createServer(h);
+      const s = o.tls ? https.createServer({ ...serverOptions(limits), cert: o.tls.cert, key: o.tls.key }, h) : http.createServer(serverOptions(limits), h);
+      s.maxConnections = limits.maxConnections;
       s.on('upgrade', upgrader(ctx, router, guard));
       await listenOn(s, o.listen);
       servers.push(s);

@@ -21,8 +21,9 @@ let port: number;
 /** `--insecure-no-auth`: TCP with no tokens. */
 let open: ApiServer;
 
+const ctx = { home: dir, version: 'test', metrics: { requests: { inc: () => undefined } } } as unknown as ApiContext;
+
 beforeAll(async () => {
-  const ctx = { home: dir, version: 'test', metrics: { requests: { inc: () => undefined } } } as unknown as ApiContext;
   srv = await startApiServer(ctx, new Router(allRoutes), { socket: null, listen: { host: '127.0.0.1', port: 0 }, tokens: new TokenSet([token]) });
   port = Number(new URL(srv.url!).port);
   open = await startApiServer(ctx, new Router(allRoutes), { socket: null, listen: { host: '127.0.0.1', port: 0 } });
@@ -70,5 +71,38 @@ describe('api server against hostile clients', () => {
     }
     // with tokens a name is fine: a page cannot send the bearer token
     expect((await request('/v1/health', { url: srv.url!, headers: { host: 'smol.example.com' } })).status).toBe(200);
+  });
+
+  it('closes a connection whose headers trickle in past the headers timeout (slowloris)', async () => {
+    const slow = await startApiServer(ctx, new Router(allRoutes), { socket: null, listen: { host: '127.0.0.1', port: 0 }, limits: { headersTimeoutMs: 300, checkIntervalMs: 100 } });
+    try {
+      let answer = '';
+      let sent = 0;
+      await raw('GET /v1/health HTTP/1.1\r\nHost: 127.0.0.1\r\n', (c) => {
+        c.on('data', (d: Buffer) => { answer += d.toString(); });
+        // one header every 100 ms for up to 10 s: node's defaults (60 s, checked every 30 s) keep it open all along
+        const t = setInterval(() => { if (++sent > 100 || c.destroyed) { clearInterval(t); c.destroy(); } else c.write(`x-${sent}: y\r\n`); }, 100);
+      }, Number(new URL(slow.url!).port));
+      expect(answer).toMatch(/^HTTP\/1\.1 408 /);
+      expect(sent).toBeLessThan(100);
+    } finally {
+      await slow.close();
+    }
+  });
+
+  it('closes connections past the cap at once, and takes new ones when one goes', async () => {
+    const capped = await startApiServer(ctx, new Router(allRoutes), { socket: null, listen: { host: '127.0.0.1', port: 0 }, limits: { maxConnections: 2 } });
+    const to = Number(new URL(capped.url!).port);
+    const idle = await Promise.all([0, 1].map(() => new Promise<net.Socket>((resolve) => { const c = net.connect(to, '127.0.0.1', () => resolve(c)); })));
+    try {
+      await new Promise((r) => setTimeout(r, 50)); // the server has accepted both
+      await expect(request('/v1/health', { url: capped.url! })).rejects.toThrow(/socket hang up|ECONNRESET/);
+      idle[0].destroy();
+      await new Promise((r) => setTimeout(r, 50));
+      expect((await request('/v1/health', { url: capped.url! })).status).toBe(200);
+    } finally {
+      for (const c of idle) c.destroy();
+      await capped.close();
+    }
   });
 });
