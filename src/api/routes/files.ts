@@ -10,7 +10,7 @@ import path from 'node:path';
 import { Readable } from 'node:stream';
 import { pipeline } from 'node:stream/promises';
 import { create as tarCreate } from 'tar';
-import { ExitCode, NotFoundError, SmolError, UserError } from '../../errors/index.js';
+import { ExitCode, NoSpaceError, NotFoundError, SmolError, UserError } from '../../errors/index.js';
 import { copy, execInMachine, extractUntrusted } from '../../vm/api/exec.js';
 import { CappedBuffer } from '../exec-sinks.js';
 import { ApiError } from '../errors.js';
@@ -30,6 +30,14 @@ const failures = {
 const guestEnd = (name: string, p: string) => `${name}:${p}`;
 const tarExtract = 'mkdir -p -- "$1" && cd -- "$1" && exec tar -xf -';
 
+/** cp's over-cap error names its CLI flag; over the API the bound is the server's SMOL_API_MAX_UPLOAD. */
+function overCap(err: unknown, guestPath: string): unknown {
+  if (!(err instanceof NoSpaceError) || !/larger than/.test(err.message)) return err;
+  return new NoSpaceError(`${guestPath} in the guest is larger than the server's ${uploadCap()}-byte limit; nothing was sent`, {
+    where: 'path', hint: 'Raise SMOL_API_MAX_UPLOAD where smol serve runs, or read the file in parts through exec (dd).',
+  });
+}
+
 /** The extractor's refusal words are a guest's; for an upload the client sent the tar, and it is a bad request. */
 function uploadRefusal(err: unknown): unknown {
   if (!(err instanceof SmolError) || err.exitCode !== ExitCode.integrity) return err;
@@ -47,7 +55,7 @@ export const routes: Route[] = [
       const tmp = await scratch(ctx.home);
       try {
         const file = path.join(tmp.dir, 'file');
-        await copy(ctx.svc, guestEnd(params.name, query.path), file, { maxBytes: uploadCap(), signal });
+        await copy(ctx.svc, guestEnd(params.name, query.path), file, { maxBytes: uploadCap(), signal }).catch((err: unknown) => { throw overCap(err, query.path); });
         const st = await stat(file);
         res.writeHead(200, { 'content-type': 'application/octet-stream', 'content-length': st.size, 'x-smol-mode': octal(st.mode & 0o7777) });
         await pipeline(fs.createReadStream(file), res);
@@ -98,7 +106,8 @@ export const routes: Route[] = [
       try {
         const tree = path.join(tmp.dir, 'tree');
         const skipped: string[] = [];
-        await copy(ctx.svc, guestEnd(params.name, query.path), tree, { recursive: true, maxBytes: uploadCap(), signal, warn: (l) => skipped.push(l) });
+        await copy(ctx.svc, guestEnd(params.name, query.path), tree, { recursive: true, maxBytes: uploadCap(), signal, warn: (l) => skipped.push(l) })
+          .catch((err: unknown) => { throw overCap(err, query.path); });
         if (!(await stat(tree)).isDirectory()) throw new UserError(`${query.path} is not a directory`, { where: 'path', hint: 'Read a file with GET …/files?path=' });
         const headers: Record<string, string> = { 'content-type': 'application/x-tar' };
         // the guest chose the names in these lines: only a short, header-safe summary
