@@ -120,6 +120,20 @@ class HostileServerTest(unittest.TestCase):
             machine(client).exec_stream(["true"]).result
         self.assertEqual((type(ctx.exception).__name__, ctx.exception.exit_code), ("GuestChannel", 72))
 
+    def test_answers_of_the_wrong_shape_are_protocol_errors(self):
+        # a hostile or broken server picks the JSON; the caller still gets one of the SDK's errors
+        def json_answer(body: bytes) -> bytes:
+            head = b"HTTP/1.1 200 OK\r\nContent-Type: application/json\r\nContent-Length: %d\r\n\r\n" % len(body)
+            return head + body
+        for body in (b"[1, 2]", b'{"machines": [1]}', b'{"machines": "x"}'):
+            with self.subTest(body=body), self.assertRaises(SmolProtocolError):
+                self.serve(json_answer(body)).machines.list()
+        with self.assertRaises(SmolProtocolError):
+            self.serve(json_answer(b'"m"')).machines.get("m")
+        for body in (b'{"exitCode": 0, "stdout": 5}', b'{"exitCode": 0, "stdout": "%%%"}'):
+            with self.subTest(body=body), self.assertRaises(SmolProtocolError):
+                machine(self.serve(json_answer(body))).exec(["true"])
+
 
 if __name__ == "__main__":
     unittest.main()

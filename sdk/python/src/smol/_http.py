@@ -136,9 +136,13 @@ class Transport:
         if not raw:
             return None
         try:
-            return json.loads(raw)
+            parsed = json.loads(raw)
         except ValueError as e:
             raise SmolProtocolError(f"{method} {path}: the answer is not JSON ({e})") from e
+        # every JSON answer of the API is an object: anything else would surface as an AttributeError somewhere
+        if not isinstance(parsed, dict):
+            raise SmolProtocolError(f"{method} {path}: the answer is JSON but not an object")
+        return parsed
 
     def bytes(self, method: str, path: str, query: Optional[Query] = None, max_bytes: int = MAX_JSON_BYTES,
               timeout: Optional[float] = -1.0) -> Tuple[bytes, http.client.HTTPResponse]:

@@ -6,7 +6,7 @@ from typing import Any, Dict, Iterator, List, Mapping, Optional, Sequence, Union
 
 from ._http import Transport, iter_body, seg
 from .machine import Clones, Machine, _json_event, clones_of, exec_body, exec_result
-from .errors import error_from_body
+from .errors import SmolProtocolError, error_from_body
 from .sse import SseParser
 from .types import ExecResult, MachineEvent, MachineInfo
 
@@ -57,7 +57,10 @@ class Machines:
         if state:
             query.append(("state", state))
         out = self._t.json("GET", "/v1/machines", query)
-        return [Machine(self._t, MachineInfo.from_json(m)) for m in out.get("machines", [])]
+        machines = out.get("machines", [])
+        if not isinstance(machines, list):
+            raise SmolProtocolError("GET /v1/machines: machines is not a list")
+        return [Machine(self._t, MachineInfo.from_json(m)) for m in machines]
 
 
 class Smol:

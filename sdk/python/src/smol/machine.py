@@ -33,7 +33,12 @@ def exec_body(argv: Sequence[str], env: Optional[Mapping[str, str]], workdir: Op
 def exec_result(d: Dict[str, Any], b64: bool) -> ExecResult:
     def out(key: str) -> bytes:
         v = d.get(key) or ""
-        return base64.b64decode(v) if b64 else str(v).encode()
+        if not isinstance(v, str):
+            raise SmolProtocolError(f"exec answer: {key} is {type(v).__name__}, not a string")
+        try:
+            return base64.b64decode(v, validate=True) if b64 else v.encode()
+        except ValueError as e:  # binascii.Error: the server said base64 and sent something else
+            raise SmolProtocolError(f"exec answer: {key} is not base64 ({e})") from e
     return ExecResult(
         exit_code=d.get("exitCode"), signal=d.get("signal"), timed_out=bool(d.get("timedOut")),
         stdout=out("stdout"), stderr=out("stderr"),

@@ -4,6 +4,8 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any, Dict, List, Optional
 
+from .errors import SmolProtocolError
+
 
 def _str(d: Dict[str, Any], key: str) -> Optional[str]:
     v = d.get(key)
@@ -35,6 +37,8 @@ class MachineInfo:
 
     @classmethod
     def from_json(cls, d: Dict[str, Any]) -> "MachineInfo":
+        if not isinstance(d, dict):
+            raise SmolProtocolError(f"a machine in the answer is {type(d).__name__}, not an object")
         labels = d.get("labels")
         return cls(
             name=str(d.get("name", "")), id=str(d.get("id", "")), state=str(d.get("state", "")),
