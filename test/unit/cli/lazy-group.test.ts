@@ -11,7 +11,7 @@ async function registered(group: Group, name: string, argv?: string[]): Promise<
   (await group(argv))(program);
   return program.commands.find((c) => c.name() === name)!.commands.map((c) => c.name());
 }
-const MACHINE = ['create', 'start', 'stop', 'exec', 'ls', 'status', 'rm', 'logs', 'cp', 'update', 'prune', 'shell'];
+const MACHINE = ['create', 'start', 'stop', 'exec', 'ls', 'status', 'rm', 'logs', 'cp', 'update', 'prune', 'shell', 'pause', 'resume'];
 const argv = (...a: string[]) => ['node', 'smol', ...a];
 
 describe('command groups register only the subcommand named', () => {
