@@ -8,6 +8,7 @@
 # where the real driver disagrees with expected/*.txt the differing lines are printed for that file to
 # be corrected. Every program runs under a timeout; the whole check finishes in well under 5 minutes.
 #   scripts/gpu-check.sh [--libcuda PATH] [--bench]
+# Frameworks (PyTorch, cuBLAS, cuDNN, Triton, ...) native vs remoted: scripts/gpu-frameworks.sh (issue #30).
 set -uo pipefail
 cd "$(dirname "$0")/.."
 LIBCUDA=""; BENCH=0
