@@ -16,15 +16,16 @@ def main():
     g = torch.cuda.CUDAGraph()
     with torch.no_grad(), torch.cuda.graph(g):
         static_y = model(static_x)
-    outs, same = [], True
+    outs, worst = [], 0.0
     for i in range(10):
         static_x.copy_(torch.randn(64, 512, device="cuda"))
         g.replay()
         with torch.no_grad():
-            same = same and torch.equal(static_y, model(static_x))
+            # eager may pick other cuBLAS kernels than capture did: close, not equal (digests are compared)
+            worst = max(worst, (static_y - model(static_x)).abs().max().item())
         outs.append(digest(static_y))
     g.reset()
-    return {"ok": same, "exact": {"replays": outs}}
+    return {"ok": worst < 1e-4, "exact": {"replays": outs}, "close": {"max_err_vs_eager": [worst]}}
 
 
 run("graphs", main)
