@@ -6,6 +6,7 @@
 export { Smol, Machines, type CreateOptions, type Health, type ListOptions, type MachineState, type RunOptions } from './smol.js';
 export { Machine, type MachineInfo, type StopOptions, type UpdateOptions } from './machine.js';
 export type { ExecOptions, ExecResult } from './exec.js';
+export { Points, type Clones, type ForkOptions, type ForkPoint, type PointForkOptions, type SavedPoint } from './fork.js';
 export { Files, type DirEntry, type DirListing, type ReadOptions, type TarUploaded } from './files.js';
 export { defaultSocketPath, type SmolOptions } from './transport.js';
 export { SseParser, sseEvents, type SseEvent } from './sse.js';

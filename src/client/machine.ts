@@ -5,6 +5,7 @@
 import { NotFoundError } from './errors.js';
 import { exec, type ExecOptions, type ExecResult } from './exec.js';
 import { Files } from './files.js';
+import type { Clones, ForkOptions, SavedPoint } from './fork.js';
 import type { components } from './schema.js';
 import { must, type Transport } from './transport.js';
 
@@ -45,6 +46,20 @@ export class Machine {
   resume(): Promise<this> { return this.set(must(this.t.api.POST('/v1/machines/{name}/resume', { params: this.params }))); }
   /** cpus and memory of a stopped machine; labels of any (`{ set: {K: V}, remove: [K] }`). */
   update(o: UpdateOptions): Promise<this> { return this.set(must(this.t.api.PATCH('/v1/machines/{name}', { params: this.params, body: o }))); }
+
+  /** Clones this running forkable machine (`count`, default 1); the clones continue from this moment. */
+  async fork(o: ForkOptions = {}): Promise<Clones> {
+    return Machine.clones(this.t, await must(this.t.api.POST('/v1/machines/{name}/fork', { params: this.params, body: o })));
+  }
+  /** Saves this running forkable machine as a named fork point (smol.points.fork clones from it). */
+  savePoint(point: string): Promise<SavedPoint> {
+    return must(this.t.api.POST('/v1/machines/{name}/points', { params: this.params, body: { name: point } }));
+  }
+
+  /** A fork's answer as Machines, with its failures alongside. */
+  static clones(t: Transport, r: components['schemas']['ForkResult']): Clones {
+    return Object.assign(r.clones.map((c) => new Machine(t, c)), { failed: r.failed, totalMs: r.totalMs });
+  }
 
   /** Removes the machine, a running one too unless `force: false`; answers the names removed. */
   async remove(o: { force?: boolean } = {}): Promise<string[]> {

@@ -55,6 +55,57 @@ export interface paths {
         patch?: never;
         trace?: never;
     };
+    "/v1/images": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /** Cached images (smol image ls --json) */
+        get: operations["listImages"];
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/v1/images/{ref}": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        post?: never;
+        /** Remove a cached image (refused while a machine uses it, unless force=true); URL-encode the reference */
+        delete: operations["removeImage"];
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/v1/images/pull": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /** Pull an image from an OCI registry into the cache and build its disk */
+        post: operations["pullImage"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
     "/v1/machines": {
         parameters: {
             query?: never;
@@ -196,6 +247,23 @@ export interface paths {
         patch?: never;
         trace?: never;
     };
+    "/v1/machines/{name}/fork": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /** Clone a running forkable machine into count machines that continue from this moment */
+        post: operations["forkMachine"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
     "/v1/machines/{name}/logs": {
         parameters: {
             query?: never;
@@ -224,6 +292,23 @@ export interface paths {
         put?: never;
         /** Pause a running machine (vCPUs stopped, memory kept; toDisk: saved and QEMU ended) */
         post: operations["pauseMachine"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/v1/machines/{name}/points": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /** Save a running forkable machine as a named fork point (one pause) */
+        post: operations["savePoint"];
         delete?: never;
         options?: never;
         head?: never;
@@ -281,6 +366,125 @@ export interface paths {
         patch?: never;
         trace?: never;
     };
+    "/v1/openapi.json": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /** This server's OpenAPI 3.1 document (the same as `smol serve openapi` and docs/openapi.json) */
+        get: operations["openapi"];
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/v1/pack": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /** Pack a machine into a .smolmachine at a host path (as trusted as the token: it writes as the server's user) */
+        post: operations["packCreate"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/v1/pack/run": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /** Run an artifact in a throwaway machine (its entrypoint, or argv) and answer with the exec result */
+        post: operations["packRun"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/v1/pack/verify": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /** Check every digest of an artifact and its signature (ok: false names what failed) */
+        post: operations["packVerify"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/v1/points": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /** Saved fork points (smol snapshot ls --json) */
+        get: operations["listPoints"];
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/v1/points/{point}": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        post?: never;
+        /** Remove a fork point (refused while clones use it, unless force) */
+        delete: operations["removePoint"];
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/v1/points/{point}/fork": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /** Start clones from a saved fork point (the machine it came from is not touched) */
+        post: operations["forkPoint"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
     "/v1/readyz": {
         parameters: {
             query?: never;
@@ -310,6 +514,8 @@ export interface components {
                 [key: string]: unknown;
             };
             image?: string;
+            /** @description a .smolmachine artifact on the server's host: its recorded vCPUs, memory, workdir and env are the defaults, and one packed with memory resumes at its first start */
+            from?: string;
             cpus?: number;
             /** @description MiB as a number, or "512M", "1G" */
             memory?: number | string;
@@ -405,10 +611,88 @@ export interface components {
             path: string;
             bytes: number;
         };
+        Fork: {
+            /** @description default 1 */
+            count?: number;
+            /** @description clones are PREFIX1, PREFIX2, … (default NAME-) */
+            namePrefix?: string;
+            /** @description per clone; {index}, {name} and {count} expand */
+            env?: {
+                [key: string]: string | number | boolean;
+            } | string[];
+            labels?: {
+                [key: string]: string;
+            };
+            /** @description wait until the workload runs smol-fork-ready */
+            waitReady?: boolean;
+            /** @description leave the parent paused after the fork */
+            hold?: boolean;
+        };
+        ForkPoint: {
+            name: string;
+            id: string;
+            machine: string;
+            machineGone: boolean;
+            createdAt: string;
+            memoryMiB: number;
+            clones: string[];
+            sizes: {
+                templateBytes: number;
+                stateBytes: number;
+                diskBytes: number;
+                totalBytes: number;
+            };
+        } & {
+            [key: string]: unknown;
+        };
+        ForkPointList: {
+            points: components["schemas"]["ForkPoint"][];
+        };
+        ForkResult: {
+            /** @description the clones that run */
+            clones: components["schemas"]["Machine"][];
+            /** @description clones that did not start (the others run) */
+            failed: {
+                name: string;
+                error: string;
+            }[];
+            totalMs: number;
+        };
         Health: {
             /** @constant */
             ok: true;
             version: string;
+        };
+        Image: {
+            ref: string;
+            kind: string;
+            id: string;
+            digest?: string | null;
+            size: number;
+            usedBy: string[];
+        } & {
+            [key: string]: unknown;
+        };
+        ImageList: {
+            images: components["schemas"]["Image"][];
+        };
+        ImagePull: {
+            ref: string;
+            offline?: boolean;
+        };
+        ImagePulled: {
+            ref: string;
+            manifestDigest: string;
+            platform: string;
+            fetchedBytes: number;
+        } & {
+            [key: string]: unknown;
+        };
+        ImageRemoved: {
+            removed: string[];
+            bytes: number;
+        } & {
+            [key: string]: unknown;
         };
         LogLine: {
             line: string;
@@ -495,9 +779,76 @@ export interface components {
         MachineList: {
             machines: components["schemas"]["Machine"][];
         };
+        PackCreate: {
+            /** @description the machine to pack (its disk; with withMemory, its running memory) */
+            machine: string;
+            /** @description the .smolmachine to write, a host path */
+            output: string;
+            withMemory?: boolean;
+            /** @description an ed25519 private key file on the host */
+            sign?: string;
+            /** @description replace an existing output */
+            force?: boolean;
+        };
+        Packed: {
+            path: string;
+            digest: string;
+            bytes: number;
+            signed: boolean;
+        };
+        PackRun: {
+            path: string;
+            /** @description default: the artifact's entrypoint */
+            argv?: string[];
+            timeoutMs?: number;
+        };
+        PackVerified: {
+            ok: boolean;
+            size: number;
+            failed: string[];
+            entries: ({
+                name: string;
+                kind: string;
+                bytes: number;
+                ok: boolean;
+            } & {
+                [key: string]: unknown;
+            })[];
+            signature: {
+                status: string;
+                keyId?: string | null;
+            } & {
+                [key: string]: unknown;
+            };
+        } & {
+            [key: string]: unknown;
+        };
+        PackVerify: {
+            path: string;
+            /** @description require a signature by this public key */
+            key?: string;
+        };
         PauseMachine: {
             /** @description save RAM and device state to disk and end QEMU */
             toDisk?: boolean;
+        };
+        PointFork: {
+            /** @description default 1, or the number of names */
+            count?: number;
+            /** @description exact clone names, instead of PREFIX1… */
+            names?: string[];
+            namePrefix?: string;
+            env?: {
+                [key: string]: string | number | boolean;
+            } | string[];
+            labels?: {
+                [key: string]: string;
+            };
+        };
+        PointRemoved: {
+            point: string;
+            freed: boolean;
+            clones: string[];
         };
         Ready: {
             /** @constant */
@@ -506,6 +857,21 @@ export interface components {
         };
         Removed: {
             removed: string[];
+        };
+        SavedPoint: {
+            point: string;
+            id: string;
+            machine: string;
+            pausedMs: number;
+            stateBytes: number;
+            chainDepth: number;
+            totalMs: number;
+        } & {
+            [key: string]: unknown;
+        };
+        SavePoint: {
+            /** @description the fork point's name */
+            name: string;
         };
         StopMachine: {
             /** @description kill QEMU at once instead of a guest shutdown */
@@ -610,6 +976,129 @@ export interface operations {
                 };
                 content: {
                     "application/json": components["schemas"]["Health"];
+                };
+            };
+            /** @description an error (docs/api.md, Errors) */
+            default: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+        };
+    };
+    listImages: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description the images */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ImageList"];
+                };
+            };
+            /** @description an error (docs/api.md, Errors) */
+            default: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+        };
+    };
+    removeImage: {
+        parameters: {
+            query?: {
+                /** @description remove it even while machines use it */
+                force?: "0" | "1" | "true" | "false";
+            };
+            header?: never;
+            path: {
+                ref: string;
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description removed */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ImageRemoved"];
+                };
+            };
+            /** @description no such image */
+            404: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description a machine uses it */
+            409: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description an error (docs/api.md, Errors) */
+            default: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+        };
+    };
+    pullImage: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                "application/json": components["schemas"]["ImagePull"];
+            };
+        };
+        responses: {
+            /** @description pulled */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ImagePulled"];
+                };
+            };
+            /** @description no such image */
+            404: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
                 };
             };
             /** @description an error (docs/api.md, Errors) */
@@ -1358,6 +1847,59 @@ export interface operations {
             };
         };
     };
+    forkMachine: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                name: string;
+            };
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                "application/json": components["schemas"]["Fork"];
+            };
+        };
+        responses: {
+            /** @description the clones */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ForkResult"];
+                };
+            };
+            /** @description no such machine or point */
+            404: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description not running, not forkable, or a name taken */
+            409: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description an error (docs/api.md, Errors) */
+            default: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+        };
+    };
     machineLogs: {
         parameters: {
             query?: {
@@ -1437,6 +1979,59 @@ export interface operations {
                 };
             };
             /** @description the machine is in the wrong state, or locked */
+            409: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description an error (docs/api.md, Errors) */
+            default: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+        };
+    };
+    savePoint: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                name: string;
+            };
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                "application/json": components["schemas"]["SavePoint"];
+            };
+        };
+        responses: {
+            /** @description saved */
+            201: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["SavedPoint"];
+                };
+            };
+            /** @description no such machine or point */
+            404: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description not running, not forkable, or a name taken */
             409: {
                 headers: {
                     [name: string]: unknown;
@@ -1588,6 +2183,320 @@ export interface operations {
                 };
             };
             /** @description the machine is in the wrong state, or locked */
+            409: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description an error (docs/api.md, Errors) */
+            default: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+        };
+    };
+    openapi: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description the document */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content?: never;
+            };
+            /** @description an error (docs/api.md, Errors) */
+            default: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+        };
+    };
+    packCreate: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                "application/json": components["schemas"]["PackCreate"];
+            };
+        };
+        responses: {
+            /** @description packed */
+            201: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Packed"];
+                };
+            };
+            /** @description no such machine or artifact */
+            404: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description the output exists (pass force), or the machine is busy */
+            409: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description an error (docs/api.md, Errors) */
+            default: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+        };
+    };
+    packRun: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                "application/json": components["schemas"]["PackRun"];
+            };
+        };
+        responses: {
+            /** @description the command ran (whatever its exit code) */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ExecResult"];
+                };
+            };
+            /** @description no such machine or artifact */
+            404: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description the output exists (pass force), or the machine is busy */
+            409: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description an error (docs/api.md, Errors) */
+            default: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+        };
+    };
+    packVerify: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                "application/json": components["schemas"]["PackVerify"];
+            };
+        };
+        responses: {
+            /** @description the per-entry results */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["PackVerified"];
+                };
+            };
+            /** @description no such machine or artifact */
+            404: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description the output exists (pass force), or the machine is busy */
+            409: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description an error (docs/api.md, Errors) */
+            default: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+        };
+    };
+    listPoints: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description the points */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ForkPointList"];
+                };
+            };
+            /** @description an error (docs/api.md, Errors) */
+            default: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+        };
+    };
+    removePoint: {
+        parameters: {
+            query?: {
+                /** @description drop the name while clones use it */
+                force?: "0" | "1" | "true" | "false";
+            };
+            header?: never;
+            path: {
+                point: string;
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description removed; freed: its files went now */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["PointRemoved"];
+                };
+            };
+            /** @description no such machine or point */
+            404: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description not running, not forkable, or a name taken */
+            409: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description an error (docs/api.md, Errors) */
+            default: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+        };
+    };
+    forkPoint: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                point: string;
+            };
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                "application/json": components["schemas"]["PointFork"];
+            };
+        };
+        responses: {
+            /** @description the clones */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ForkResult"];
+                };
+            };
+            /** @description no such machine or point */
+            404: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description not running, not forkable, or a name taken */
             409: {
                 headers: {
                     [name: string]: unknown;

@@ -3,6 +3,7 @@
  * TCP or HTTPS one. `smol.machines` makes, lists and finds machines; each comes back as a Machine to act on.
  */
 import type { ExecOptions, ExecResult } from './exec.js';
+import { Points } from './fork.js';
 import { Machine, type MachineInfo } from './machine.js';
 import type { components } from './schema.js';
 import { must, openTransport, type SmolOptions, type Transport } from './transport.js';
@@ -42,11 +43,13 @@ export class Machines {
 
 export class Smol {
   readonly machines: Machines;
+  readonly points: Points;
   private readonly t: Transport;
 
   constructor(o: SmolOptions = {}) {
     this.t = openTransport(o);
     this.machines = new Machines(this.t);
+    this.points = new Points(this.t);
   }
 
   /** The socket path or URL this client talks to. */

@@ -79,6 +79,11 @@ describe('TypeScript SDK', () => {
     expect(bad).toBeInstanceOf(InvalidInputError);
     expect((bad as SmolApiError).issues.map((i) => i.path)).toContain('memory');
     expect(await smol.machines.create({ name: 'sdk1', start: false }).catch((x: unknown) => x)).toBeInstanceOf(ConflictError);
+    // sdk1 was not made forkable (the create body has no such option yet): the fork call is typed and answered
+    const fork = await m.fork({ count: 2 }).catch((x: unknown) => x);
+    expect(fork, String(fork)).toBeInstanceOf(ConflictError);
+    expect(await smol.points.list()).toEqual([]);
+    await expect(smol.points.fork('no-such-point')).rejects.toBeInstanceOf(NotFoundError);
   });
 
   it('makes machines concurrently from several clients, and await using removes one', async () => {
