@@ -121,7 +121,10 @@ export function queryObject(schema: ObjectSchema | undefined, search: URLSearchP
   const out: Record<string, unknown> = {};
   for (const key of new Set(search.keys())) {
     const all = search.getAll(key);
-    out[key] = schema && isArrayField(schema.shape[key]) ? all : all[all.length - 1];
+    // the client names the keys: `toString` or `__proto__` must be an unknown key (400), not a lookup on
+    // Object.prototype or an assignment to out's prototype
+    const value = schema && Object.hasOwn(schema.shape, key) && isArrayField(schema.shape[key]) ? all : all[all.length - 1];
+    Object.defineProperty(out, key, { value, enumerable: true, writable: true, configurable: true });
   }
   return out;
 }

@@ -105,4 +105,15 @@ describe('api server against hostile clients', () => {
       await capped.close();
     }
   });
+
+  it('answers query keys named after Object.prototype as unknown keys (400), on routes with and without a query', async () => {
+    const auth = { authorization: `Bearer ${token}` };
+    for (const q of ['toString=x', '__proto__=x', 'constructor=1&label=a']) {
+      for (const route of ['/v1/machines', '/v1/health']) {
+        const r = await request(`${route}?${q}`, { url: srv.url!, headers: auth });
+        expect(r.status, `${route}?${q}: ${r.text}`).toBe(400);
+        expect(r.json()).toMatchObject({ error: { code: 'invalid_input', where: 'query' } });
+      }
+    }
+  });
 });
