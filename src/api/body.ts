@@ -22,10 +22,37 @@ export async function readJsonBody(req: http.IncomingMessage, limit = JSON_BODY_
   }
   if (size === 0) return undefined;
   const text = Buffer.concat(chunks).toString('utf8');
+  let value: unknown;
   try {
-    return JSON.parse(text) as unknown;
+    value = JSON.parse(text) as unknown;
   } catch (err) {
     const message = `not JSON: ${(err as Error).message}`;
     throw new ValidationError(`the body is ${message}`, [{ path: '(root)', message }], { where: 'body', hint: 'Send a JSON object with Content-Type: application/json.' });
   }
+  const depth = nesting(value, JSON_BODY_MAX_DEPTH);
+  if (depth > JSON_BODY_MAX_DEPTH) {
+    const message = `nests arrays and objects more than ${JSON_BODY_MAX_DEPTH} deep`;
+    throw new ValidationError(`the body ${message}`, [{ path: '(root)', message }], { where: 'body', hint: 'No request needs more than a few levels; send the value flat.' });
+  }
+  return value;
+}
+
+/**
+ * No request is deeper than a Smolfile (a handful of levels). 1 MiB of `[` parses fine but is 500,000 levels,
+ * and the recursive code after the parse (JSON.stringify of a smolfile object, YAML) overflows the stack on it.
+ */
+export const JSON_BODY_MAX_DEPTH = 64;
+
+/** How deep `value` nests, counted without recursion and no further than just past `limit`. */
+function nesting(value: unknown, limit: number): number {
+  let deepest = 0;
+  const stack: [unknown, number][] = [[value, 0]];
+  while (stack.length) {
+    const [v, d] = stack.pop()!;
+    if (v === null || typeof v !== 'object') continue;
+    if (d + 1 > limit) return d + 1;
+    deepest = Math.max(deepest, d + 1);
+    for (const child of Object.values(v)) stack.push([child, d + 1]);
+  }
+  return deepest;
 }

@@ -116,4 +116,14 @@ describe('api server against hostile clients', () => {
       }
     }
   });
+
+  it('refuses a JSON body nested past JSON_BODY_MAX_DEPTH as invalid input, not a stack overflow', async () => {
+    const d = 300_000; // 600 KB: under the 1 MiB cap, and past any recursion that walks it
+    const r = await request('/v1/machines', { url: open.url!, method: 'POST', rawBody: `{"smolfile":{"a":${'['.repeat(d)}${']'.repeat(d)}}}` });
+    expect(r.status, r.text).toBe(400);
+    expect(r.json()).toMatchObject({ error: { code: 'invalid_input', where: 'body' } });
+    // a deep but sane body still reaches its schema
+    const ok = await request('/v1/machines', { url: open.url!, method: 'POST', body: { labels: { a: 'b' }, nope: [[[1]]] } });
+    expect(ok.json()).toMatchObject({ error: { code: 'invalid_input', issues: [{ path: '(root)' }] } });
+  });
 });
