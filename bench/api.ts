@@ -16,7 +16,7 @@ import os from 'node:os';
 import path from 'node:path';
 import { Writable } from 'node:stream';
 import { fileURLToPath } from 'node:url';
-import { Smol } from '../src/client/index.js';
+import { Smol, type Machine } from '../src/client/index.js';
 import { execInMachine } from '../src/vm/api/exec.js';
 import { createQemuEngine, MachineService, MachineStore, openMachineDb } from '../src/vm/api/machines.js';
 import { dataPaths } from '../src/util/paths.js';
@@ -65,8 +65,13 @@ async function main(): Promise<void> {
   const sock = new Smol({ socketPath: srv.socket });
   const tcp = new Smol({ url: srv.url, token: srv.token });
   const svc = new MachineService({ home, store: new MachineStore(openMachineDb(dataPaths(home).machineDb)), engine: createQemuEngine(home) });
-  const machines = await Promise.all(Array.from({ length: MACHINES }, (_, i) => sock.machines.create({ name: `api${i}` })));
+  const machines: Machine[] = [];
   try {
+    // settled one by one, so a failed create still leaves the others to be removed below
+    const made = await Promise.allSettled(Array.from({ length: MACHINES }, (_, i) => sock.machines.create({ name: `api${i}` })));
+    for (const r of made) if (r.status === 'fulfilled') machines.push(r.value);
+    const failed = made.find((r) => r.status === 'rejected');
+    if (failed) throw failed.reason;
     const m = machines[0];
     const mTcp = await tcp.machines.get(m.name);
     const ways: Record<string, () => Promise<unknown>> = {
