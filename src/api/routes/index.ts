@@ -14,5 +14,6 @@ import { routes as events } from './events.js';
 import { routes as fork } from './fork.js';
 import { routes as pack } from './pack.js';
 import { routes as images } from './images.js';
+import { routes as run } from './run.js';
 
-export const allRoutes: readonly Route[] = [...health, ...machines, ...lifecycle, ...exec, ...files, ...wsExec, ...logs, ...events, ...fork, ...pack, ...images];
+export const allRoutes: readonly Route[] = [...health, ...machines, ...lifecycle, ...exec, ...files, ...wsExec, ...logs, ...events, ...fork, ...pack, ...images, ...run];

@@ -1,5 +1,5 @@
 /**
- * Pack and images through a real `smol serve`: a stopped machine packed into a .smolmachine, verified, run as a
+ * Pack, images and throwaway runs through a real `smol serve`: a stopped machine packed into a .smolmachine, verified, run as a
  * throwaway, and made into a new machine with `from`; the image cache listed. One machine, never booted by the
  * pack itself (pack of a stopped machine packs its disk); answers checked against docs/openapi.json.
  */
@@ -62,6 +62,15 @@ describe('pack and image routes', () => {
     const r = await call('POST', '/v1/machines/{name}/exec', '/v1/machines/copy/exec', { argv: ['sh', '-c', 'echo "$FROM_PACK $(pwd)"'] });
     expect(r.json.stdout).toBe('yes /tmp\n');
     expect((await call('DELETE', '/v1/machines/{name}', '/v1/machines/copy?force=true')).json.removed).toEqual(['copy']);
+  });
+
+  it('runs a command in a throwaway machine (POST /v1/run) and leaves no machine behind', async () => {
+    const r = await call('POST', '/v1/run', '/v1/run', { argv: ['sh', '-c', 'echo "$A"; cat; echo err >&2; exit 5'], env: { A: 'from-run' }, stdin: Buffer.from('in\n').toString('base64') });
+    expect(r.status, JSON.stringify(r.json)).toBe(200);
+    expect(r.json).toMatchObject({ exitCode: 5, stdout: 'from-run\nin\n', stderr: 'err\n', timedOut: false });
+    const left = await call('GET', '/v1/machines', '/v1/machines');
+    expect(left.json.machines.map((m: Json) => m.name)).toEqual(['src']);
+    expect((await call('POST', '/v1/run', '/v1/run', { argv: [] })).status).toBe(400);
   });
 
   it('lists the image cache, and answers 404 for an image it does not hold', async () => {

@@ -1,0 +1,37 @@
+/**
+ * `POST /v1/run`: a throwaway machine for one command, as `smol run` makes it (a boot snapshot when one fits),
+ * removed when the command ends, when it fails, or when the client goes away.
+ */
+import { Readable } from 'node:stream';
+import { parseSmolfile } from '../../smolfile/load.js';
+import { mergeSpec } from '../../smolfile/merge.js';
+import { exitCodeOf } from '../../vm/api/exec.js';
+import { runEphemeral } from '../../vm/api/run.js';
+import { CappedBuffer } from '../exec-sinks.js';
+import { defineRoute, type Route } from '../router.js';
+import { errorSchema } from '../schemas/error.js';
+import { EXEC_OUTPUT_DEFAULT_BYTES, execResultSchema } from '../schemas/exec.js';
+import { runSchema } from '../schemas/run.js';
+
+export const routes: Route[] = [
+  defineRoute({
+    method: 'POST', path: '/v1/run', operationId: 'run', tags: ['exec'], body: runSchema,
+    summary: 'Run one command in a throwaway machine and answer with its exit code and output (each stream capped)',
+    responses: { 200: { description: 'the command ran (whatever its exit code)', schema: execResultSchema }, 400: { description: 'invalid options', schema: errorSchema } },
+    handle: async ({ ctx, body, signal }) => {
+      const base = body.smolfile === undefined ? undefined : parseSmolfile(typeof body.smolfile === 'string' ? body.smolfile : JSON.stringify(body.smolfile), 'body.smolfile');
+      const spec = mergeSpec(base, undefined, { image: body.image, cpus: body.cpus, memory: body.memory, net: body.net, env: body.env, workdir: body.workdir });
+      const cap = body.maxOutputBytes ?? EXEC_OUTPUT_DEFAULT_BYTES;
+      const stdout = new CappedBuffer(cap);
+      const stderr = new CappedBuffer(cap);
+      const stdin = body.stdin !== undefined ? Readable.from([Buffer.from(body.stdin, 'base64')]) : null;
+      const t0 = performance.now();
+      ctx.metrics.boots.inc();
+      // the client leaving aborts the run: its machine is killed and removed, as Ctrl-C does to `smol run`
+      const res = await ctx.metrics.time(ctx.metrics.execSeconds, () =>
+        runEphemeral(ctx.svc, spec, { argv: body.argv, env: body.env, cwd: body.workdir }, { stdout, stderr, stdin, signal, timeoutMs: body.timeoutMs }, { signal }));
+      const enc = body.encoding === 'base64' ? 'base64' : 'utf8';
+      return { body: { exitCode: exitCodeOf(res), signal: res.signal, timedOut: res.timedOut, stdout: stdout.bytes().toString(enc), stderr: stderr.bytes().toString(enc), stdoutTruncated: stdout.truncated, stderrTruncated: stderr.truncated, durationMs: Math.round(performance.now() - t0) } };
+    },
+  }),
+];
