@@ -81,6 +81,17 @@ function refuseBrowsers(req: http.IncomingMessage, g: Guard): void {
   }
 }
 
+/**
+ * The request target as a URL. Resolved against a base, `//host/v1/x` would be the path `/v1/x` on `host`: a
+ * proxy in front that filters by path prefix would see one path and this server route another.
+ */
+function requestUrl(req: http.IncomingMessage): URL {
+  const target = req.url ?? '/';
+  if (target.startsWith('/')) return new URL(`http://smol${target}`);
+  if (URL.canParse(target)) return new URL(target); // absolute-form, as a proxy sends it
+  throw new ApiError(400, 'user_error', `the request target ${JSON.stringify(target.slice(0, 200))} is not a path`, { hint: 'Send a path such as /v1/machines.' });
+}
+
 export function sendJson(res: http.ServerResponse, status: number, body: unknown, headers: Record<string, string> = {}): void {
   const text = JSON.stringify(body);
   res.writeHead(status, { 'content-type': 'application/json', 'content-length': Buffer.byteLength(text), ...headers });
@@ -96,7 +107,7 @@ function handler(ctx: ApiContext, router: Router, g: Guard) {
     void (async () => {
       try {
         refuseBrowsers(req, g);
-        const url = new URL(req.url ?? '/', 'http://smol');
+        const url = requestUrl(req);
         const m = router.match(req.method ?? 'GET', url.pathname);
         label = m.route.path;
         authorize(req, m.route, g.tokens);
@@ -127,7 +138,7 @@ function upgrader(ctx: ApiContext, router: Router, g: Guard) {
     void (async () => {
       try {
         refuseBrowsers(req, g);
-        const url = new URL(req.url ?? '/', 'http://smol');
+        const url = requestUrl(req);
         const m = router.match(req.method ?? 'GET', url.pathname);
         authorize(req, m.route, g.tokens);
         if (!m.route.upgrade) throw new ApiError(400, 'user_error', `${url.pathname} is not a WebSocket route`);

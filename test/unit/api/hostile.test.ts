@@ -126,4 +126,12 @@ describe('api server against hostile clients', () => {
     const ok = await request('/v1/machines', { url: open.url!, method: 'POST', body: { labels: { a: 'b' }, nope: [[[1]]] } });
     expect(ok.json()).toMatchObject({ error: { code: 'invalid_input', issues: [{ path: '(root)' }] } });
   });
+
+  it('routes the path it was sent: //host/v1/x is not /v1/x', async () => {
+    for (const target of ['//evil/v1/health', '//v1/health']) {
+      let answer = '';
+      await raw(`GET ${target} HTTP/1.1\r\nHost: 127.0.0.1\r\nConnection: close\r\n\r\n`, (c) => c.on('data', (d: Buffer) => { answer += d.toString(); }));
+      expect(answer, target).toMatch(/^HTTP\/1\.1 404 /);
+    }
+  });
 });
