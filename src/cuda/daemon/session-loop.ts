@@ -13,6 +13,8 @@ const nargs = new Int32Array(256).fill(-1);
 const nouts = new Int32Array(256).fill(0);
 for (const r of OP_ROWS) { nargs[r.id] = r.nargs; nouts[r.id] = r.nouts; }
 
+const EMPTY = Buffer.alloc(0);
+
 export interface LoopResult { reason: string; cleanupMs: number }
 
 /**
@@ -23,12 +25,14 @@ export function serveConnection(fd: number, session: Session, handshakeMs = Infi
   const io = sys();
   const rbuf = Buffer.allocUnsafeSlow(2 * (MAX + HDR));
   const wbuf = Buffer.allocUnsafeSlow(MAX + HDR + 4096);
+  // Both buffers live outside the V8 heap and never move, so the syscalls take their addresses directly.
+  const raddr = io.addressOf(rbuf), waddr = io.addressOf(wbuf);
   let start = 0, end = 0, wlen = 0;
   const args: number[] = [];
   let reason = 'guest disconnected';
   let deadline = performance.now() + handshakeMs;
 
-  const flush = (): boolean => { const ok = wlen === 0 || io.writeAll(fd, wbuf, 0, wlen); wlen = 0; return ok; };
+  const flush = (): boolean => { const ok = wlen === 0 || io.writeAllAt(fd, waddr, wlen); wlen = 0; return ok; };
   const put = (op: number, seq: number, rep: Reply): boolean => {
     const blobLen = rep.blob ? rep.blobLen ?? rep.blob.length : 0;
     const len = rep.outs.length * 8 + blobLen;
@@ -36,7 +40,8 @@ export function serveConnection(fd: number, session: Session, handshakeMs = Infi
     wbuf.writeUInt32LE(len, wlen); wbuf.writeUInt16LE(op, wlen + 4); wbuf.writeUInt16LE(PROTOCOL.flags.reply, wlen + 6);
     wbuf.writeUInt32LE(seq, wlen + 8); wbuf.writeInt32LE(rep.status, wlen + 12);
     let o = wlen + HDR;
-    for (const v of rep.outs) { wbuf.writeUInt32LE(v % 2 ** 32, o); wbuf.writeUInt32LE(Math.floor(v / 2 ** 32), o + 4); o += 8; }
+    const outs = rep.outs;
+    for (let i = 0; i < outs.length; i++) { const v = outs[i]; wbuf.writeUInt32LE(v % 2 ** 32, o); wbuf.writeUInt32LE(Math.floor(v / 2 ** 32), o + 4); o += 8; }
     if (rep.blob && blobLen) { rep.blob.copy(wbuf, o, 0, blobLen); o += blobLen; }
     wlen = o;
     return true;
@@ -53,7 +58,7 @@ export function serveConnection(fd: number, session: Session, handshakeMs = Infi
         const left = Math.ceil(deadline - performance.now());
         if (left <= 0 || !io.readable(fd, left)) { reason = `no handshake within ${handshakeMs} ms`; break; }
       }
-      const n = io.read(fd, rbuf, end, rbuf.length - end);
+      const n = io.readAt(fd, raddr + end, rbuf.length - end);
       if (n <= 0) break;
       end += n;
       while (end - start >= HDR) {
@@ -73,7 +78,8 @@ export function serveConnection(fd: number, session: Session, handshakeMs = Infi
         if (na < 0 || len < na * 8) throw new ProtocolViolation(`bad frame: op ${op}, ${len} bytes`);
         args.length = na;
         for (let i = 0; i < na; i++) args[i] = u64(rbuf, start + HDR + i * 8);
-        const blob = rbuf.subarray(start + HDR + na * 8, start + HDR + len);
+        // Most synchronous calls carry no trailing bytes: they share one empty view instead of making one.
+        const blob = len === na * 8 ? EMPTY : rbuf.subarray(start + HDR + na * 8, start + HDR + len);
         start += HDR + len;
         const isAsync = (flags & PROTOCOL.flags.async) !== 0;
         // A pending async failure is reported by the next synchronous call instead of running it.

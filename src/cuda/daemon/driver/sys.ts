@@ -14,6 +14,11 @@ export interface Sys {
   accept(fd: number): number;
   read(fd: number, buf: Buffer, off: number, len: number): number;
   writeAll(fd: number, buf: Buffer, off: number, len: number): boolean;
+  /** The address of a buffer whose memory never moves (Buffer.allocUnsafeSlow), for readAt/writeAllAt. */
+  addressOf(buf: Buffer): number;
+  /** read/writeAll at a raw address: no Buffer view made and none marshalled per call (the frame loop's hot path). */
+  readAt(fd: number, addr: number, len: number): number;
+  writeAllAt(fd: number, addr: number, len: number): boolean;
   close(fd: number): void;
   shutdown(fd: number): void;
   setNoDelay(fd: number): void;
@@ -33,6 +38,11 @@ export function sys(): Sys {
   const accept4 = c.func('int accept4(int fd, void *addr, void *len, int flags)');
   const read = c.func('int64_t read(int fd, void *buf, uint64_t n)');
   const write = c.func('int64_t write(int fd, const void *buf, uint64_t n)');
+  // The same two calls taking the address as an integer: koffi passes a number straight through, where a
+  // Buffer argument costs a subarray view and its type checks on every call.
+  const readP = c.func('int64_t read(int fd, uintptr_t buf, uint64_t n)');
+  const writeP = c.func('int64_t write(int fd, uintptr_t buf, uint64_t n)');
+  const memmove = c.func('uintptr_t memmove(void *d, const void *s, uint64_t n)');
   const close = c.func('int close(int fd)');
   const shutdown = c.func('int shutdown(int fd, int how)');
   const setsockopt = c.func('int setsockopt(int fd, int level, int name, const void *val, uint32_t len)');
@@ -68,6 +78,21 @@ export function sys(): Sys {
         const r = Number(write(fd, buf.subarray(off, off + len), len));
         if (r < 0) { if (koffi.errno() === EINTR) continue; return false; }
         off += r; len -= r;
+      }
+      return true;
+    },
+    addressOf: (buf) => Number(memmove(buf, buf, 0)),
+    readAt(fd, addr, len) {
+      for (;;) {
+        const r = Number(readP(fd, addr, len));
+        if (r >= 0 || koffi.errno() !== EINTR) return r;
+      }
+    },
+    writeAllAt(fd, addr, len) {
+      while (len > 0) {
+        const r = Number(writeP(fd, addr, len));
+        if (r < 0) { if (koffi.errno() === EINTR) continue; return false; }
+        addr += r; len -= r;
       }
       return true;
     },
