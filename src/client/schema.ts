@@ -502,6 +502,23 @@ export interface paths {
         patch?: never;
         trace?: never;
     };
+    "/v1/run": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /** Run one command in a throwaway machine and answer with its exit code and output (each stream capped) */
+        post: operations["run"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
 }
 export type webhooks = Record<string, never>;
 export interface components {
@@ -529,6 +546,8 @@ export interface components {
             /** @description "HOST:GUEST[:ro]" */
             volumes?: string[];
             net?: boolean;
+            /** @description keep guest memory in a file so the machine can be forked (machine create --forkable) */
+            forkable?: boolean;
             labels?: {
                 [key: string]: string | number | boolean;
             };
@@ -857,6 +876,40 @@ export interface components {
         };
         Removed: {
             removed: string[];
+        };
+        Run: {
+            argv: string[];
+            env?: {
+                [key: string]: string | number | boolean;
+            } | string[];
+            /**
+             * Format: starts_with
+             * @description default: the machine's workdir
+             */
+            workdir?: string;
+            /**
+             * Format: base64
+             * @description bytes for the command's stdin, base64
+             */
+            stdin?: string;
+            timeoutMs?: number;
+            /** @description per stream; default 16777216; the rest is dropped and *Truncated set */
+            maxOutputBytes?: number;
+            /**
+             * @description of stdout and stderr in the answer; default utf8
+             * @enum {string}
+             */
+            encoding?: "utf8" | "base64";
+            /** @description default: smol's default image */
+            image?: string;
+            /** @description a Smolfile as an object or as YAML text */
+            smolfile?: string | {
+                [key: string]: unknown;
+            };
+            cpus?: number;
+            /** @description MiB as a number, or "512M", "1G" */
+            memory?: number | string;
+            net?: boolean;
         };
         SavedPoint: {
             point: string;
@@ -2536,6 +2589,48 @@ export interface operations {
             };
             /** @description not ready */
             503: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description an error (docs/api.md, Errors) */
+            default: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+        };
+    };
+    run: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                "application/json": components["schemas"]["Run"];
+            };
+        };
+        responses: {
+            /** @description the command ran (whatever its exit code) */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ExecResult"];
+                };
+            };
+            /** @description invalid options */
+            400: {
                 headers: {
                     [name: string]: unknown;
                 };

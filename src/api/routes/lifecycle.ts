@@ -29,7 +29,7 @@ export const routes: Route[] = [
       const art = body.from && !base ? (await inspectArtifact(path.resolve(body.from))).manifest : undefined;
       const volumes = (body.volumes ?? []).map((v) => parseVolumeFlag(v));
       const spec = mergeSpec(base, undefined, {
-        image: body.from ?? body.image, cpus: body.cpus ?? art?.resources.cpus, memory: body.memory ?? art?.resources.memoryMiB, net: body.net, ports: body.ports,
+        image: body.from ?? body.image, cpus: body.cpus ?? art?.resources.cpus, memory: body.memory ?? art?.resources.memoryMiB, net: body.net, forkable: body.forkable, ports: body.ports,
         env: art?.env || body.env ? { ...art?.env, ...body.env } : undefined, workdir: body.workdir ?? art?.workdir, volumes, labels: body.labels,
       });
       checkVolumes(spec.volumes, flagLabel(spec.volumes));

@@ -19,6 +19,7 @@ export const createMachineSchema = request('CreateMachine', z.strictObject({
   ports: portsSchema.optional().describe('"8080:80" or {host, guest, address?, protocol?}'),
   volumes: z.array(z.string()).optional().describe('"HOST:GUEST[:ro]"'),
   net: z.boolean().optional(),
+  forkable: z.boolean().optional().describe('keep guest memory in a file so the machine can be forked (machine create --forkable)'),
   labels: labelsSchema.optional(),
   start: z.boolean().optional().describe('start it before answering'),
 }));

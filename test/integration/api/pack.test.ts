@@ -61,6 +61,13 @@ describe('pack and image routes', () => {
     expect([made.json.memoryMiB, made.json.state]).toEqual([256, 'running']);
     const r = await call('POST', '/v1/machines/{name}/exec', '/v1/machines/copy/exec', { argv: ['sh', '-c', 'echo "$FROM_PACK $(pwd)"'] });
     expect(r.json.stdout).toBe('yes /tmp\n');
+    // forkable through the API, as machine create --forkable: then a fork works
+    expect(made.json.forkable).toBe(false);
+    const f = await call('POST', '/v1/machines', '/v1/machines', { name: 'fk', forkable: true, start: true });
+    expect([f.status, f.json.forkable]).toEqual([201, true]);
+    const kids = await call('POST', '/v1/machines/{name}/fork', '/v1/machines/fk/fork', { count: 1, namePrefix: 'fkc' });
+    expect([kids.status, kids.json.clones.map((c: Json) => c.state)], JSON.stringify(kids.json)).toEqual([200, ['running']]);
+    for (const n of ['fkc1', 'fk']) expect((await call('DELETE', '/v1/machines/{name}', `/v1/machines/${n}?force=true`)).status).toBe(200);
     expect((await call('DELETE', '/v1/machines/{name}', '/v1/machines/copy?force=true')).json.removed).toEqual(['copy']);
   });
 
