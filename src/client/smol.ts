@@ -56,13 +56,20 @@ export class Smol {
   get where(): string { return this.t.where; }
 
   /**
-   * Runs one command in a throwaway machine, removed afterwards whatever happened. Built from create, exec and
-   * remove until the server has POST /v1/run, so it costs a boot like `smol run`.
+   * Runs one command in a throwaway machine, removed afterwards whatever happened. Buffered, it is one call to
+   * POST /v1/run (as `smol run`: a boot snapshot when one fits); with onStdout/onStderr, or options a run does
+   * not take (ports, volumes, ...), it is create, a streamed exec and remove.
    */
   async run(o: RunOptions): Promise<ExecResult> {
     const { argv, env, workdir, stdin, timeoutMs, maxOutputBytes, onStdout, onStderr, signal, ...create } = o;
+    const { image, smolfile, cpus, memory, net, ...rest } = create;
+    if (!onStdout && !onStderr && Object.values(rest).every((v) => v === undefined)) {
+      const input = stdin === undefined ? undefined : Buffer.from(typeof stdin === 'string' ? Buffer.from(stdin, 'utf8') : stdin).toString('base64');
+      return must(this.t.api.POST('/v1/run', { body: { image, smolfile, cpus, memory, net, argv, env, workdir, stdin: input, timeoutMs, maxOutputBytes }, signal }));
+    }
     await using m = await this.machines.create({ ...create, labels: { 'smol.sdk/run': 'true' } });
-    return m.exec(argv, { env, workdir, stdin, timeoutMs, maxOutputBytes, onStdout, onStderr, signal });
+    // awaited here: a bare `return` would leave the scope, and remove the machine, while the exec still runs
+    return await m.exec(argv, { env, workdir, stdin, timeoutMs, maxOutputBytes, onStdout, onStderr, signal });
   }
 
   health(): Promise<Health> { return must(this.t.api.GET('/v1/health')); }

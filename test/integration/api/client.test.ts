@@ -53,6 +53,15 @@ describe('TypeScript SDK', () => {
     expect(r).toMatchObject({ exitCode: 5, stdout: 'one\né\n', stderr: 'two\n', signal: null, timedOut: false });
   });
 
+  it('runs throwaway machines: one POST /v1/run buffered, create + stream + remove with callbacks; none left', async () => {
+    const r = await smol.run({ argv: ['sh', '-c', 'cat; echo "$R"; exit 2'], stdin: 'x\n', env: { R: 'run' } });
+    expect(r).toMatchObject({ exitCode: 2, stdout: 'x\nrun\n' });
+    const seen: string[] = [];
+    expect((await smol.run({ argv: ['echo', 'streamed'], onStdout: (t) => seen.push(t) })).stdout).toBe('streamed\n');
+    expect(seen.join('')).toBe('streamed\n');
+    expect((await smol.machines.list()).map((x) => x.name)).toEqual(['sdk1']);
+  });
+
   it('writes, reads and lists files', async () => {
     // as `machine cp` does, a write makes the parent directories
     expect(await m.files.write('/tmp/sdk/a.txt', 'héllo', { mode: 0o600 })).toEqual({ path: '/tmp/sdk/a.txt', bytes: 6 });
