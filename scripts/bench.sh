@@ -6,7 +6,7 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 limit=()
 for a in "$@"; do case "$a" in --quick) export BENCH_QUICK=1 BENCH_RUNS=1; limit=(timeout 900) ;; esac; done
-for b in vm agent cuda ledger fork pack io image rollout cloud api; do
+for b in vm agent cuda ledger fork pack io image rollout cloud api pause; do
   [ -n "$(node -e "process.stdout.write(require('./package.json').scripts['bench:$b'] ?? '')")" ] || continue
   echo "== bench:$b"
   t0=$SECONDS
