@@ -1,6 +1,6 @@
 /**
  * CUDA remoting overhead: the same driver calls made directly through koffi into the FAKE driver, and
- * remoted (koffi -> guest shim -> Unix socket -> daemon worker -> koffi -> FAKE driver), side by side.
+ * remoted (koffi -> guest shim -> Unix socket -> the session's own process -> koffi -> FAKE driver), side by side.
  * The FAKE driver does almost no work per call, so the numbers are the remoting path's own cost.
  *   npm run bench:cuda [-- --quick]
  */
