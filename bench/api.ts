@@ -3,7 +3,8 @@
  *  - exec `true` round trip, interleaved call by call on one running machine: in-process (execInMachine, what a
  *    route handler calls), the TypeScript SDK over the Unix socket, over TCP with a token, and the CLI
  *    (`smol machine exec`, a new node process each time); medians and p99 with ratios to in-process.
- *  - the same for GET /v1/health through the SDK and through bare node:http: the transport's own floor
+ *  - exec through bare node:http (the server's share without the SDK's), and GET /v1/health through the SDK and
+ *    through bare node:http: the transport's own floor
  *  - 10 clients × 100 execs spread over 4 machines at once: errors (must be 0), p50 and p99.
  * Target: API overhead (socket p50 − in-process p50) ≤ 2 ms. The server is `smol serve` from dist/ (npm run build).
  * BENCH_QUICK=1: 3 rounds, 2 clients × 3 execs on 1 machine, only to check that the bench works.
@@ -49,10 +50,16 @@ async function serve(): Promise<Served> {
   return { ...info, token, stop: () => new Promise<void>((r) => { child.once('exit', () => r()); child.kill('SIGTERM'); }) };
 }
 
-/** One GET over the socket with node's own client: the server's share of a round trip, without the SDK's. */
-function bareGet(socketPath: string, p: string): Promise<void> {
+/** One request over the socket with node's own client: the server's share of a round trip, without the SDK's. */
+function bare(socketPath: string, p: string, body?: unknown): Promise<void> {
   return new Promise((resolve, reject) => {
-    http.get({ socketPath, path: p, agent: keepAlive }, (res) => { res.resume(); res.on('end', resolve); res.on('error', reject); }).on('error', reject);
+    const req = http.request({ socketPath, path: p, agent: keepAlive, method: body ? 'POST' : 'GET', headers: body ? { 'content-type': 'application/json' } : {} }, (res) => {
+      res.resume();
+      res.on('end', () => (res.statusCode === 200 ? resolve() : reject(new Error(`${p} answered ${res.statusCode}`))));
+      res.on('error', reject);
+    });
+    req.on('error', reject);
+    req.end(body ? JSON.stringify(body) : undefined);
   });
 }
 const keepAlive = new http.Agent({ keepAlive: true });
@@ -78,9 +85,10 @@ async function main(): Promise<void> {
       'in-process': () => execInMachine(svc, m.name, { argv: ['true'] }, { stdin: null, stdout: sink(), stderr: sink() }),
       'SDK, Unix socket': () => m.exec(['true']),
       'SDK, TCP + token': () => mTcp.exec(['true']),
+      'node:http, Unix socket': () => bare(srv.socket, `/v1/machines/${m.name}/exec`, { argv: ['true'] }),
       // the floor under the exec rows: one request that does nothing, through the SDK and through bare node:http
       'GET /v1/health: SDK, socket': () => sock.health(),
-      'GET /v1/health: node:http, socket': () => bareGet(srv.socket, '/v1/health'),
+      'GET /v1/health: node:http, socket': () => bare(srv.socket, '/v1/health'),
       CLI: async () => {
         const r = spawnSync(process.execPath, [smolBin, 'machine', 'exec', m.name, '--', 'true'], { env: process.env, stdio: 'ignore' });
         if (r.status !== 0) throw new Error(`smol machine exec exited ${r.status}`);

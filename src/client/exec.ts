@@ -6,7 +6,7 @@
 import { SmolProtocolError, apiError } from './errors.js';
 import type { components } from './schema.js';
 import { sseEvents } from './sse.js';
-import { must, type Transport } from './transport.js';
+import type { Transport } from './transport.js';
 
 export type ExecResult = components['schemas']['ExecResult'];
 type ExecBody = components['schemas']['Exec'];
@@ -37,7 +37,7 @@ function body(argv: string[], o: ExecOptions): ExecBody {
 
 export async function exec(t: Transport, name: string, argv: string[], o: ExecOptions = {}): Promise<ExecResult> {
   const params = { path: { name } };
-  if (!o.onStdout && !o.onStderr) return must(t.api.POST('/v1/machines/{name}/exec', { params, body: body(argv, o), signal: o.signal }));
+  if (!o.onStdout && !o.onStderr) return t.postJson<ExecResult>(`/v1/machines/${encodeURIComponent(name)}/exec`, body(argv, o), o.signal);
   const t0 = performance.now();
   const { data, error, response } = await t.api.POST('/v1/machines/{name}/exec/stream', { params, body: body(argv, o), parseAs: 'stream', signal: o.signal });
   if (!response.ok) throw apiError(response.status, error);
