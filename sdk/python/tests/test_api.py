@@ -65,6 +65,11 @@ class MachineTest(unittest.TestCase):
         self.assertFalse(r.ok)
         self.assertEqual(self.m.exec(["pwd"], workdir="/").text, "/\n")
 
+    def test_run_makes_and_removes_a_throwaway_machine(self):
+        r = self.client.run(["sh", "-c", 'echo "$R"; cat; printf "\\377"; exit 4'], env={"R": "run"}, stdin="in\n")
+        self.assertEqual((r.exit_code, r.stdout), (4, b"run\nin\n\xff"))
+        self.assertEqual([m.name for m in self.client.machines.list() if m.name.startswith("vm-")], [])
+
     def test_exec_gives_exact_bytes(self):
         r = self.m.exec(["sh", "-c", r"printf '\377\000\001'"])
         self.assertEqual(r.stdout, b"\xff\x00\x01")

@@ -102,9 +102,11 @@ class Smol:
         memory: Union[int, str, None] = None,
         cpus: Optional[int] = None,
         timeout: Optional[float] = None,
+        stdin: Union[bytes, str, None] = None,
     ) -> ExecResult:
-        """Run one command in a throwaway machine (made and removed by the server)."""
-        body = exec_body(argv, env, workdir, timeout, None)
+        """Run one command in a throwaway machine (made and removed by the server); output as exact bytes."""
+        body = exec_body(argv, env, workdir, timeout, stdin)
+        body["encoding"] = "base64"
         for key, value in (("image", image), ("memory", memory), ("cpus", cpus)):
             if value is not None:
                 body[key] = value
@@ -112,7 +114,7 @@ class Smol:
             body["smolfile"] = smolfile if isinstance(smolfile, str) else dict(smolfile)
         # a throwaway machine boots first: give the socket the boot's time too
         wait = None if timeout is None else timeout + 30.0 + (self._t.timeout or 0)
-        return exec_result(self._t.json("POST", "/v1/run", json_body=body, timeout=wait), b64=False)
+        return exec_result(self._t.json("POST", "/v1/run", json_body=body, timeout=wait), b64=True)
 
     def fork_point(self, point: str, count: Optional[int] = None, names: Optional[Sequence[str]] = None,
                    name_prefix: Optional[str] = None, env: Optional[Mapping[str, str]] = None,
