@@ -80,6 +80,20 @@ describe('pack and image routes', () => {
     expect((await call('POST', '/v1/run', '/v1/run', { argv: [] })).status).toBe(400);
   });
 
+  it('exposes Prometheus metrics: machines by state, boots, forks, execs, and each running machine\'s PSS', async () => {
+    expect((await call('POST', '/v1/machines/{name}/start', '/v1/machines/src/start')).status).toBe(200);
+    const r = await request('/metrics', { method: 'GET', socket: srv.socket });
+    expect([r.status, r.headers['content-type']]).toEqual([200, expect.stringContaining('text/plain')]);
+    const value = (line: RegExp) => Number(new RegExp(`^${line.source} (\\S+)$`, 'm').exec(r.text)?.[1]);
+    expect(value(/smol_machines\{state="running"\}/)).toBe(1);
+    expect(value(/smol_forks_total/)).toBe(1); // the one clone of the forkable machine above
+    expect(value(/smol_fork_seconds_count/)).toBe(1);
+    expect(value(/smol_boots_total/)).toBeGreaterThanOrEqual(3); // copy, fk, src (and the throwaway run)
+    expect(value(/smol_exec_seconds_count/)).toBeGreaterThanOrEqual(2);
+    expect(value(/smol_machine_memory_pss_bytes\{machine="src"\}/)).toBeGreaterThan(1024 * 1024);
+    expect(r.text).toMatch(/^smol_api_requests_total\{route="\/v1\/pack",status="201"\} 1$/m);
+  });
+
   it('lists the image cache, and answers 404 for an image it does not hold', async () => {
     const images = await call('GET', '/v1/images', '/v1/images');
     expect(images.status).toBe(200);
