@@ -1,8 +1,11 @@
 /** What both blob stores share: digests, the size cap and its error (no store imports the other). */
-import { createHash } from 'node:crypto';
+import { createHash, randomBytes } from 'node:crypto';
+import fs from 'node:fs';
+import path from 'node:path';
+import { pipeline } from 'node:stream/promises';
 import { BLOB_MAX_BYTES } from './limits.js';
 import { IntegrityError } from './errors.js';
-import { ExitCode, LedgerError, type ErrorDetail } from '../errors/index.js';
+import { ExitCode, LedgerError, mapFsError, SmolError, type ErrorDetail } from '../errors/index.js';
 
 const DIGEST_RE = /^sha256:[0-9a-f]{64}$/;
 
@@ -36,3 +39,24 @@ export const tooLarge = (what: string, max: number) =>
 /** A stored blob over the cap is read as damage (a corrupt or hostile row), never allocated. */
 export const overCapOnRead = (digest: string, where: string, max: number) =>
   new IntegrityError(`blob ${digest} is larger than the blob size cap (${max} bytes); it was not read`, { where, hint: 'If the blob is genuine, raise SMOL_BLOB_MAX_BYTES; otherwise the store is damaged (`smol ledger check --blobs`).' });
+
+/**
+ * A remote store's blob as a local file (a stage reads its input from one): streamed to a temp file and renamed
+ * into `cacheDir` only once `chunks` has ended, which is when the store's read has checked the digest.
+ */
+export async function cacheBlobFile(cacheDir: string, digest: string, chunks: AsyncIterable<Buffer>): Promise<string> {
+  const hex = digest.slice(-64);
+  const dest = path.join(cacheDir, hex.slice(0, 2), hex.slice(2));
+  if (fs.existsSync(dest)) return dest;
+  const tmp = `${dest}.${randomBytes(6).toString('hex')}.tmp`;
+  try {
+    await fs.promises.mkdir(path.dirname(dest), { recursive: true });
+    await pipeline(chunks, fs.createWriteStream(tmp));
+    await fs.promises.rename(tmp, dest);
+  } catch (err) {
+    await fs.promises.rm(tmp, { force: true });
+    if (err instanceof SmolError) throw err;
+    throw mapFsError(err, `writing blob ${digest} to ${cacheDir}`);
+  }
+  return dest;
+}

@@ -6,19 +6,17 @@
  * size cap is checked as the bytes stream, and every read is hashed against its digest before it counts. A
  * chunk longer than a chunk is damage: only its first BLOB_CHUNK_BYTES + 1 bytes ever cross the wire.
  */
-import { createHash, randomBytes } from 'node:crypto';
+import { createHash } from 'node:crypto';
 import fs from 'node:fs';
-import path from 'node:path';
 import { pipeline } from 'node:stream/promises';
 import type pg from 'pg';
 import { to as copyTo } from 'pg-copy-streams';
-import { blobMaxBytes, digestOf, isDigest, overCapOnRead, tooLarge } from './blob-common.js';
+import { blobMaxBytes, cacheBlobFile, digestOf, isDigest, overCapOnRead, tooLarge } from './blob-common.js';
 import type { BlobStore } from './blobs.js';
 import { IntegrityError } from './errors.js';
 import { inTransaction } from './pg-tx.js';
 import { BLOB_CHUNK_BYTES, PG_BLOB_LOOKUP_BATCH } from './limits.js';
 import { copyTuples, int4Of, int8Of } from './pg-copy.js';
-import { mapFsError } from '../errors/index.js';
 
 /** Splits a buffer into chunk-sized views (no copies). */
 function* chunksOf(data: Buffer): Iterable<Buffer> {
@@ -210,20 +208,7 @@ export class PostgresBlobStore implements BlobStore {
   /** Streams the blob to a temp file and renames it into the cache only once the digest has checked out. */
   async fileOf(digest: string): Promise<string> {
     this.check(digest);
-    const hex = digest.slice(7);
-    const dest = path.join(this.o.cacheDir, hex.slice(0, 2), hex.slice(2));
-    if (fs.existsSync(dest)) return dest;
-    const tmp = `${dest}.${randomBytes(6).toString('hex')}.tmp`;
-    try {
-      await fs.promises.mkdir(path.dirname(dest), { recursive: true });
-      await pipeline(this.read(digest), fs.createWriteStream(tmp));
-      await fs.promises.rename(tmp, dest);
-    } catch (err) {
-      await fs.promises.rm(tmp, { force: true });
-      if (err instanceof IntegrityError) throw err;
-      throw mapFsError(err, `writing blob ${digest} to ${this.o.cacheDir}`);
-    }
-    return dest;
+    return cacheBlobFile(this.o.cacheDir, digest, this.read(digest));
   }
 
   async *list(): AsyncIterable<string> {

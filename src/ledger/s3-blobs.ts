@@ -7,21 +7,20 @@
  * the body, refuse a Content-Length over the cap before reading a byte, and hash as they go: a wrong byte,
  * a short body or a missing key is an IntegrityError. Nothing is ever held whole except by get().
  */
-import { createHash, randomBytes } from 'node:crypto';
+import { createHash } from 'node:crypto';
 import fs from 'node:fs';
-import path from 'node:path';
 import type { Readable } from 'node:stream';
 import { pipeline } from 'node:stream/promises';
 import {
   AbortMultipartUploadCommand, CompleteMultipartUploadCommand, CreateMultipartUploadCommand, GetObjectCommand,
   HeadBucketCommand, HeadObjectCommand, PutObjectCommand, UploadPartCommand, paginateListObjectsV2, type S3Client,
 } from '@aws-sdk/client-s3';
-import { blobMaxBytes, digestOf, isDigest, overCapOnRead, tooLarge } from './blob-common.js';
+import { blobMaxBytes, cacheBlobFile, digestOf, isDigest, overCapOnRead, tooLarge } from './blob-common.js';
 import type { BlobStore } from './blobs.js';
 import { IntegrityError } from './errors.js';
 import { BLOB_CHUNK_BYTES } from './limits.js';
 import { isNotFound, noSuchBucket, parseS3Url, s3ClientFor, s3Error, type S3Where } from './s3-client.js';
-import { mapFsError, SmolError } from '../errors/index.js';
+import { SmolError } from '../errors/index.js';
 
 /** Blobs up to one part go in one PutObject; larger ones in parts of this size (S3's minimum part is 5 MiB). */
 export const S3_PART_BYTES = 8 * 1024 * 1024;
@@ -271,20 +270,8 @@ export class S3BlobStore implements BlobStore {
 
   /** Streams the blob to a temp file and renames it into the cache only once the digest has checked out. */
   async fileOf(digest: string): Promise<string> {
-    const hex = this.keyOf(digest).slice(-64);
-    const dest = path.join(this.o.cacheDir, hex.slice(0, 2), hex.slice(2));
-    if (fs.existsSync(dest)) return dest;
-    const tmp = `${dest}.${randomBytes(6).toString('hex')}.tmp`;
-    try {
-      await fs.promises.mkdir(path.dirname(dest), { recursive: true });
-      await pipeline(this.read(digest), fs.createWriteStream(tmp));
-      await fs.promises.rename(tmp, dest);
-    } catch (err) {
-      await fs.promises.rm(tmp, { force: true });
-      if (err instanceof SmolError) throw err;
-      throw mapFsError(err, `writing blob ${digest} to ${this.o.cacheDir}`);
-    }
-    return dest;
+    this.keyOf(digest); // refuses what is not a digest before any path is made from it
+    return cacheBlobFile(this.o.cacheDir, digest, this.read(digest));
   }
 
   /** Every `<prefix>/sha256/<aa>/<hex>` object, page by page; other keys under the prefix are not blobs. */
