@@ -19,22 +19,45 @@ import { wsControlSchema, wsExecQuerySchema } from '../schemas/ws-exec.js';
 const MAX_FRAME = 1024 * 1024;
 /** Output waits for the socket past this much unsent, so a slow client slows the guest, not our memory. */
 const SEND_HIGH_WATER = 1024 * 1024;
+/**
+ * SMOL_API_WS_PING_MS (default 30 s): a client that has not answered the previous ping by the next one is
+ * gone (its network dropped without a FIN) and is terminated, which kills its guest command.
+ */
+function pingEveryMs(): number {
+  const n = Number(process.env.SMOL_API_WS_PING_MS ?? '');
+  return Number.isInteger(n) && n > 0 ? n : 30_000;
+}
 
 let wss: WebSocketServer | undefined;
 const server = () => (wss ??= new WebSocketServer({ noServer: true, maxPayload: MAX_FRAME }));
 
-/** Output frames: the prefix byte then the bytes; a write completes when the socket's buffer is low again. */
+/**
+ * Output frames: the prefix byte then the bytes. Past SEND_HIGH_WATER unsent, the write completes only when
+ * ws hands this frame to the socket (send's callback), so a slow client slows the guest, without a timer.
+ */
 function frames(ws: WebSocket, prefix: 1 | 2): Writable {
   return new Writable({
     write(chunk: Buffer, _enc, cb) {
       if (ws.readyState !== ws.OPEN) return cb();
-      ws.send(Buffer.concat([Buffer.of(prefix), chunk]), { binary: true });
-      if (ws.bufferedAmount < SEND_HIGH_WATER) return cb();
-      const wait = setInterval(() => {
-        if (ws.readyState !== ws.OPEN || ws.bufferedAmount < SEND_HIGH_WATER) { clearInterval(wait); cb(); }
-      }, 10);
+      const low = ws.bufferedAmount < SEND_HIGH_WATER;
+      // a send error means the socket is gone: the close handler already aborts the command
+      ws.send(Buffer.concat([Buffer.of(prefix), chunk]), { binary: true }, () => { if (!low) cb(); });
+      if (low) cb();
     },
   });
+}
+
+/** The usual ws heartbeat. */
+function heartbeat(ws: WebSocket, gone: AbortController): void {
+  let answered = true;
+  ws.on('pong', () => { answered = true; });
+  const timer = setInterval(() => {
+    if (!answered) { ws.terminate(); gone.abort(); return; }
+    answered = false;
+    ws.ping();
+  }, pingEveryMs());
+  timer.unref();
+  ws.on('close', () => clearInterval(timer));
 }
 
 type Query = z.output<typeof wsExecQuerySchema>;
@@ -52,8 +75,18 @@ function session(ws: WebSocket, run: (io: { stdin: PassThrough; stdout: Writable
   const early: Control[] = [];
   const sendError = (err: unknown) => ws.send(JSON.stringify({ type: 'error', ...httpError(err).body }));
   ws.on('close', () => gone.abort());
+  heartbeat(ws, gone);
+  // stdin ends at eof or when the command exits; an error there must not be an uncaught exception (the server)
+  stdin.on('error', () => gone.abort());
   ws.on('message', (data: Buffer, isBinary: boolean) => {
-    if (isBinary) return void stdin.write(data);
+    if (isBinary) {
+      // a frame after eof is dropped: writing after end would fail the stream
+      if (stdin.writableEnded) return;
+      // TODO(review item 2): unbounded when the command does not read stdin; ws.pause() alone also stops
+      // reading the client's close and pongs, so a client gone while paused would never be seen
+      stdin.write(data);
+      return;
+    }
     const parsed = wsControlSchema.safeParse((() => { try { return JSON.parse(data.toString('utf8')) as unknown; } catch { return null; } })());
     if (!parsed.success) return sendError(new UserError('a text frame must be JSON {"type":"resize"|"signal"|"eof", ...}'));
     const m = parsed.data;

@@ -11,9 +11,18 @@ import { request, startServe, type ServeHandle } from '../../helpers/serve.js';
 let srv: ServeHandle;
 const VM = 'ws1';
 
-function open(argv: string[], extra = ''): WebSocket {
+function open(argv: string[], extra = '', opts: WebSocket.ClientOptions = {}): WebSocket {
   const qs = argv.map((a) => `argv=${encodeURIComponent(a)}`).join('&') + extra;
-  return new WebSocket(`ws+unix://${srv.socket}:/v1/machines/${VM}/exec/ws?${qs}`);
+  return new WebSocket(`ws+unix://${srv.socket}:/v1/machines/${VM}/exec/ws?${qs}`, opts);
+}
+
+/** Polls the guest until `pid` is gone (10 s at most); false if it still runs. */
+async function diedInGuest(pid: string): Promise<boolean> {
+  for (let i = 0; i < 50; i++) {
+    if ((await sh(`kill -0 ${pid} 2>/dev/null && echo alive || true`)) !== 'alive\n') return true;
+    await new Promise((r) => setTimeout(r, 200));
+  }
+  return false;
 }
 
 interface Session { out: string; err: string; exit: Record<string, unknown> | null; closeCode: number }
@@ -39,7 +48,8 @@ async function sh(script: string): Promise<string> {
 }
 
 beforeAll(async () => {
-  srv = await startServe();
+  // a short heartbeat, so a client that stops answering pings is seen within the test
+  srv = await startServe({ env: { SMOL_API_WS_PING_MS: '1000' } });
   const made = await request('/v1/machines', { method: 'POST', body: { name: VM, start: true }, socket: srv.socket });
   expect(made.status, made.text).toBe(201);
 });
@@ -109,5 +119,23 @@ describe('exec over a WebSocket', () => {
     const noArgv = await request(`/v1/machines/${VM}/exec/ws`, { socket: srv.socket, headers: { connection: 'Upgrade', upgrade: 'websocket', 'sec-websocket-version': '13', 'sec-websocket-key': 'dGhlIHNhbXBsZSBub25jZQ==' } });
     expect(noArgv.status).toBe(400);
     expect((await request(`/v1/machines/${VM}/exec/ws?argv=true`, { socket: srv.socket })).status).toBe(426);
+  });
+
+  it('survives stdin sent after eof (a hostile client must not stop the server)', async () => {
+    const ws = open(['sh', '-c', 'cat; echo done']);
+    const done = collect(ws);
+    ws.on('open', () => { ws.send(Buffer.from('a\n')); ws.send(JSON.stringify({ type: 'eof' })); ws.send(Buffer.from('after eof\n')); });
+    const s = await done;
+    expect(s.out).toBe('a\ndone\n');
+    expect((await request('/v1/health', { socket: srv.socket })).status).toBe(200);
+  });
+
+  it('terminates a client that stops answering pings, and kills its command', async () => {
+    const ws = open(['sh', '-c', 'echo $$ > /tmp/hb.pid; echo started; exec sleep 1000'], '', { autoPong: false });
+    const closed = new Promise<number>((resolve) => ws.on('close', (code) => resolve(code)));
+    await new Promise<void>((resolve, reject) => { ws.once('message', () => resolve()); ws.on('error', reject); });
+    const pid = (await sh('cat /tmp/hb.pid')).trim();
+    expect(await closed).toBe(1006);
+    expect(await diedInGuest(pid)).toBe(true);
   });
 });
