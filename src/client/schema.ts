@@ -1445,6 +1445,15 @@ export interface operations {
                     "application/json": components["schemas"]["Error"];
                 };
             };
+            /** @description utf8 output too long as JSON: ask for base64 or stream it */
+            413: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
             /** @description an error (docs/api.md, Errors) */
             default: {
                 headers: {
@@ -2631,6 +2640,15 @@ export interface operations {
             };
             /** @description invalid options */
             400: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description utf8 output too long as JSON: ask for base64 */
+            413: {
                 headers: {
                     [name: string]: unknown;
                 };

@@ -8,6 +8,7 @@ import { mergeSpec } from '../../smolfile/merge.js';
 import { exitCodeOf } from '../../vm/api/exec.js';
 import { runEphemeral } from '../../vm/api/run.js';
 import { CappedBuffer } from '../exec-sinks.js';
+import { outputStrings } from './exec.js';
 import { defineRoute, type Route } from '../router.js';
 import { errorSchema } from '../schemas/error.js';
 import { EXEC_OUTPUT_DEFAULT_BYTES, execResultSchema } from '../schemas/exec.js';
@@ -17,7 +18,7 @@ export const routes: Route[] = [
   defineRoute({
     method: 'POST', path: '/v1/run', operationId: 'run', tags: ['exec'], body: runSchema,
     summary: 'Run one command in a throwaway machine and answer with its exit code and output (each stream capped)',
-    responses: { 200: { description: 'the command ran (whatever its exit code)', schema: execResultSchema }, 400: { description: 'invalid options', schema: errorSchema } },
+    responses: { 200: { description: 'the command ran (whatever its exit code)', schema: execResultSchema }, 400: { description: 'invalid options', schema: errorSchema }, 413: { description: 'utf8 output too long as JSON: ask for base64', schema: errorSchema } },
     handle: async ({ ctx, body, signal }) => {
       const base = body.smolfile === undefined ? undefined : parseSmolfile(typeof body.smolfile === 'string' ? body.smolfile : JSON.stringify(body.smolfile), 'body.smolfile');
       const spec = mergeSpec(base, undefined, { image: body.image, cpus: body.cpus, memory: body.memory, net: body.net, env: body.env, workdir: body.workdir });
@@ -31,7 +32,7 @@ export const routes: Route[] = [
       const res = await ctx.metrics.time(ctx.metrics.execSeconds, () =>
         runEphemeral(ctx.svc, spec, { argv: body.argv, env: body.env, cwd: body.workdir }, { stdout, stderr, stdin, signal, timeoutMs: body.timeoutMs }, { signal }));
       const enc = body.encoding === 'base64' ? 'base64' : 'utf8';
-      return { body: { exitCode: exitCodeOf(res), signal: res.signal, timedOut: res.timedOut, stdout: stdout.bytes().toString(enc), stderr: stderr.bytes().toString(enc), stdoutTruncated: stdout.truncated, stderrTruncated: stderr.truncated, durationMs: Math.round(performance.now() - t0) } };
+      return { body: { exitCode: exitCodeOf(res), signal: res.signal, timedOut: res.timedOut, ...outputStrings(stdout.bytes(), stderr.bytes(), enc), stdoutTruncated: stdout.truncated, stderrTruncated: stderr.truncated, durationMs: Math.round(performance.now() - t0) } };
     },
   }),
 ];
