@@ -3,11 +3,12 @@
  * parsing of a guest's directory listing (the agent has no listing op, so the guest's busybox `stat` makes one).
  */
 import fs from 'node:fs';
-import { mkdir, mkdtemp, rm } from 'node:fs/promises';
+import { mkdir, mkdtemp, readdir, rm, stat } from 'node:fs/promises';
 import type http from 'node:http';
 import path from 'node:path';
 import { UserError } from '../errors/index.js';
 import { tooLarge } from './body.js';
+import { ApiError } from './errors.js';
 
 /** SMOL_API_MAX_UPLOAD: bytes one upload may carry, and one file or tree a download may hold on the host. */
 export function uploadCap(): number {
@@ -17,12 +18,62 @@ export function uploadCap(): number {
   return Number(raw);
 }
 
-/** A fresh directory only this request uses; `done` removes it, whatever is in it. */
-export async function scratch(home: string): Promise<{ dir: string; done: () => Promise<void> }> {
+/**
+ * SMOL_API_MAX_TRANSFERS (default 4): staged file transfers at once. Each may hold SMOL_API_MAX_UPLOAD of host
+ * disk, so without a bound 20 parallel tar downloads of a big tree would ask for 20 GiB.
+ */
+function transferSlots(): number {
+  const n = Number(process.env.SMOL_API_MAX_TRANSFERS ?? '');
+  return Number.isInteger(n) && n > 0 ? n : 4;
+}
+let active = 0;
+
+/**
+ * A fresh directory only this request uses; `done` removes it, whatever is in it, and frees its slot. Past
+ * the slots: 503 `unavailable` with Retry-After (set on `res`). Named with our pid, so a later server can
+ * remove what a killed one left (sweepScratch).
+ */
+export async function scratch(home: string, res: http.ServerResponse): Promise<{ dir: string; done: () => Promise<void> }> {
+  if (active >= transferSlots()) {
+    res.setHeader('retry-after', '5');
+    throw new ApiError(503, 'unavailable', `${active} file transfers are already staged on this server`, {
+      hint: 'Retry after a few seconds, or raise SMOL_API_MAX_TRANSFERS on the server (each may use SMOL_API_MAX_UPLOAD of host disk).',
+    }, 75);
+  }
+  active++;
+  try {
+    const base = path.join(home, 'tmp');
+    await mkdir(base, { recursive: true, mode: 0o700 });
+    const dir = await mkdtemp(path.join(base, `api-${process.pid}-`));
+    let freed = false;
+    return { dir, done: () => { if (!freed) { freed = true; active--; } return rm(dir, { recursive: true, force: true }); } };
+  } catch (err) {
+    active--;
+    throw err;
+  }
+}
+
+const alive = (pid: number) => {
+  try { process.kill(pid, 0); return true; } catch (err) { return (err as NodeJS.ErrnoException).code === 'EPERM'; }
+};
+
+/**
+ * At `smol serve` start: removes the scratch directories of servers that are gone (killed mid-transfer), up to
+ * a GiB each. Two servers may share the home, so a live pid's are kept; unnamed ones (older servers) after an hour.
+ */
+export async function sweepScratch(home: string): Promise<string[]> {
   const base = path.join(home, 'tmp');
-  await mkdir(base, { recursive: true, mode: 0o700 });
-  const dir = await mkdtemp(path.join(base, 'api-'));
-  return { dir, done: () => rm(dir, { recursive: true, force: true }) };
+  const names = await readdir(base).catch(() => [] as string[]);
+  const removed: string[] = [];
+  for (const name of names) {
+    if (!name.startsWith('api-')) continue;
+    const pid = /^api-(\d+)-/.exec(name)?.[1];
+    const dir = path.join(base, name);
+    if (pid !== undefined ? Number(pid) === process.pid || alive(Number(pid)) : Date.now() - (await stat(dir)).mtimeMs < 3600_000) continue;
+    await rm(dir, { recursive: true, force: true });
+    removed.push(name);
+  }
+  return removed;
 }
 
 /** The request body, counted: past `cap` it throws 413 and reads no further. */

@@ -12,6 +12,7 @@ import type { Duplex } from 'node:stream';
 import { ConflictError, UserError } from '../errors/index.js';
 import type { TokenSet } from '../rollout/gateway/tokens.js';
 import { ApiError, httpError } from './errors.js';
+import { sweepScratch } from './files-io.js';
 import { Router, routeInputs, type Match } from './router.js';
 import type { ApiContext } from './context.js';
 
@@ -197,6 +198,7 @@ function serverOptions(l: ServerLimits): http.ServerOptions {
 
 export async function startApiServer(ctx: ApiContext, router: Router, o: ServeOptions): Promise<ApiServer> {
   const limits = { ...SERVER_LIMITS, ...o.limits };
+  await sweepScratch(ctx.home); // what a server killed mid-transfer left in $SMOL_HOME/tmp
   const servers: http.Server[] = [];
   let socket: string | null = null;
   let url: string | null = null;

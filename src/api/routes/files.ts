@@ -52,7 +52,7 @@ export const routes: Route[] = [
     summary: 'Read one guest file: its bytes, its permission bits in X-Smol-Mode (bounded by SMOL_API_MAX_UPLOAD)',
     responses: { 200: { description: 'the file\'s bytes', contentType: 'application/octet-stream' }, ...failures },
     handle: async ({ ctx, params, query, res, signal }) => {
-      const tmp = await scratch(ctx.home);
+      const tmp = await scratch(ctx.home, res);
       try {
         const file = path.join(tmp.dir, 'file');
         await copy(ctx.svc, guestEnd(params.name, query.path), file, { maxBytes: uploadCap(), signal }).catch((err: unknown) => { throw overCap(err, query.path); });
@@ -69,10 +69,10 @@ export const routes: Route[] = [
     rawBody: { contentType: 'application/octet-stream', description: 'the file\'s bytes (at most SMOL_API_MAX_UPLOAD, else 413)' },
     summary: 'Write one guest file (replaced whole), with the permission bits of `mode`',
     responses: { 200: { description: 'written', schema: fileWrittenSchema }, 413: { description: 'over SMOL_API_MAX_UPLOAD', schema: errorSchema }, ...failures },
-    handle: async ({ ctx, params, query, req }) => {
+    handle: async ({ ctx, params, query, req, res }) => {
       const mode = query.mode ? Number.parseInt(query.mode, 8) : 0o644;
       ctx.svc.store.get(params.name); // a missing machine is 404 before the upload is read
-      const tmp = await scratch(ctx.home);
+      const tmp = await scratch(ctx.home, res);
       try {
         const file = path.join(tmp.dir, 'file');
         const bytes = await bodyToFile(req, file, mode, uploadCap());
@@ -102,7 +102,7 @@ export const routes: Route[] = [
     summary: 'A guest directory as a tar (modes kept; setuid/setgid, specials and links leaving it dropped, as machine cp does)',
     responses: { 200: { description: 'a tar of the directory\'s contents', contentType: 'application/x-tar' }, ...failures },
     handle: async ({ ctx, params, query, res, signal }) => {
-      const tmp = await scratch(ctx.home);
+      const tmp = await scratch(ctx.home, res);
       try {
         const tree = path.join(tmp.dir, 'tree');
         const skipped: string[] = [];
@@ -124,10 +124,10 @@ export const routes: Route[] = [
     rawBody: { contentType: 'application/x-tar', description: 'a tar (gzip or zstd too); every entry must stay below path' },
     summary: 'Unpack a tar into a guest directory (made if missing); a tar with entries leaving it is refused whole',
     responses: { 200: { description: 'unpacked', schema: tarUploadedSchema }, 413: { description: 'over SMOL_API_MAX_UPLOAD', schema: errorSchema }, ...failures },
-    handle: async ({ ctx, params, query, req, signal }) => {
+    handle: async ({ ctx, params, query, req, res, signal }) => {
       const cap = uploadCap();
       ctx.svc.store.get(params.name);
-      const tmp = await scratch(ctx.home);
+      const tmp = await scratch(ctx.home, res);
       try {
         const tree = path.join(tmp.dir, 'tree');
         fs.mkdirSync(tree, { mode: 0o700 });

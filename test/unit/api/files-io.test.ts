@@ -1,6 +1,12 @@
 /** The files routes' pure parts: guest path checks and the parsing of a guest's (hostile) listing. */
+import { spawnSync } from 'node:child_process';
+import fs from 'node:fs';
+import type http from 'node:http';
+import os from 'node:os';
+import path from 'node:path';
 import { describe, expect, it } from 'vitest';
-import { LIST_MAX_ENTRIES, parseListing } from '../../../src/api/files-io.js';
+import { ApiError } from '../../../src/api/errors.js';
+import { LIST_MAX_ENTRIES, parseListing, scratch, sweepScratch } from '../../../src/api/files-io.js';
 import { guestPathSchema } from '../../../src/api/schemas/files.js';
 
 describe('guest paths', () => {
@@ -34,5 +40,40 @@ describe('parseListing', () => {
     const r = parseListing(text);
     expect(r.entries.length).toBe(LIST_MAX_ENTRIES);
     expect(r.truncated).toBe(true);
+  });
+});
+
+describe('staged transfers', () => {
+  const home = () => fs.mkdtempSync(path.join(os.tmpdir(), 'smol-files-io-'));
+
+  it('stages at most 4 at once; past that 503 unavailable with Retry-After, until one is done', async () => {
+    const h = home();
+    const headers: Record<string, string> = {};
+    const res = { setHeader: (k: string, v: string) => { headers[k] = v; } } as unknown as http.ServerResponse;
+    const held = await Promise.all([1, 2, 3, 4].map(() => scratch(h, res)));
+    const err = await scratch(h, res).catch((e: unknown) => e);
+    expect(err).toBeInstanceOf(ApiError);
+    expect(err).toMatchObject({ status: 503, code: 'unavailable' });
+    expect(headers['retry-after']).toBe('5');
+    await held[0].done();
+    await held[0].done(); // twice frees one slot, not two
+    const again = await scratch(h, res);
+    await expect(scratch(h, res)).rejects.toBeInstanceOf(ApiError);
+    for (const t of [again, ...held.slice(1)]) await t.done();
+    fs.rmSync(h, { recursive: true, force: true });
+  });
+
+  it('at server start removes the scratch dirs of dead servers only', async () => {
+    const h = home();
+    const tmp = path.join(h, 'tmp');
+    const dead = spawnSync(process.execPath, ['-e', 'process.stdout.write(String(process.pid))'], { encoding: 'utf8' }).stdout;
+    const names = [`api-${dead}-a`, `api-${process.pid}-b`, `api-${process.ppid}-c`, 'api-oldold', 'api-newnew', 'other'];
+    for (const n of names) fs.mkdirSync(path.join(tmp, n, 'sub'), { recursive: true });
+    const hourAgo = new Date(Date.now() - 2 * 3600_000);
+    fs.utimesSync(path.join(tmp, 'api-oldold'), hourAgo, hourAgo);
+    expect((await sweepScratch(h)).sort()).toEqual([`api-${dead}-a`, 'api-oldold']);
+    expect(fs.readdirSync(tmp).sort()).toEqual([`api-${process.pid}-b`, `api-${process.ppid}-c`, 'api-newnew', 'other'].sort());
+    expect(await sweepScratch(path.join(h, 'none'))).toEqual([]);
+    fs.rmSync(h, { recursive: true, force: true });
   });
 });
