@@ -17,6 +17,11 @@ import { wsControlSchema, wsExecQuerySchema } from '../schemas/ws-exec.js';
 
 /** One client frame at most; stdin arrives in many. */
 const MAX_FRAME = 1024 * 1024;
+/**
+ * Stdin the command has not read yet, held for it. Past it the session ends with an error: pausing the socket
+ * instead would also stop reading the client's pongs and close, so a client gone meanwhile would go unseen.
+ */
+const STDIN_UNREAD_MAX = 8 * 1024 * 1024;
 /** Output waits for the socket past this much unsent, so a slow client slows the guest, not our memory. */
 const SEND_HIGH_WATER = 1024 * 1024;
 /**
@@ -82,8 +87,14 @@ function session(ws: WebSocket, run: (io: { stdin: PassThrough; stdout: Writable
     if (isBinary) {
       // a frame after eof is dropped: writing after end would fail the stream
       if (stdin.writableEnded) return;
-      // TODO(review item 2): unbounded when the command does not read stdin; ws.pause() alone also stops
-      // reading the client's close and pongs, so a client gone while paused would never be seen
+      if (stdin.writableLength + data.length > STDIN_UNREAD_MAX) {
+        sendError(new UserError(`the command has left ${STDIN_UNREAD_MAX / 1024 / 1024} MiB of stdin unread, the most smol holds for it: the session is ended and the command killed`, {
+          where: 'stdin', hint: 'Send stdin as the command reads it, or upload the data first (PUT /v1/machines/NAME/files) and redirect it.',
+        }));
+        ws.close(1009);
+        gone.abort();
+        return;
+      }
       stdin.write(data);
       return;
     }

@@ -130,6 +130,19 @@ describe('exec over a WebSocket', () => {
     expect((await request('/v1/health', { socket: srv.socket })).status).toBe(200);
   });
 
+  it('ends a session whose command leaves more than 8 MiB of stdin unread, and kills the command', async () => {
+    const ws = open(['sleep', '600']);
+    const done = collect(ws);
+    ws.on('open', () => { for (let i = 0; i < 12; i++) ws.send(Buffer.alloc(1024 * 1024, 0x61)); });
+    const s = await done;
+    expect(s.closeCode).toBe(1009);
+    expect(s.exit).toMatchObject({ type: 'error', error: { where: 'stdin', message: expect.stringContaining('8 MiB of stdin unread') } });
+    expect((await request('/v1/health', { socket: srv.socket })).status).toBe(200);
+    let left = 'sleep';
+    for (let i = 0; i < 50 && left; i++) left = await sh('ps -o args | grep "[s]leep 600" || true');
+    expect(left).toBe('');
+  });
+
   it('terminates a client that stops answering pings, and kills its command', async () => {
     const ws = open(['sh', '-c', 'echo $$ > /tmp/hb.pid; echo started; exec sleep 1000'], '', { autoPong: false });
     const closed = new Promise<number>((resolve) => ws.on('close', (code) => resolve(code)));
