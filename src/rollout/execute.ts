@@ -107,7 +107,9 @@ async function runGpu(ctx: ExecContext, stage: GpuStage, c: Claim, budget: numbe
         throw infraFailure('gateway', op, url, err);
       }
       // the budget ran out on a try after the gateway had been down in this attempt: the outage ate the budget
-      if (downSince !== null && (err as Error).name === 'AbortError') throw infraFailure('gateway', op, url, err);
+      if (downSince !== null && (err as Error).name === 'AbortError') {
+        throw infraFailure('gateway', op, url, new GatewayUnreachableError(`cannot reach the gateway ${url} in time: it was down earlier in this attempt, and its answer after it came back missed the attempt's deadline`, 'ETIMEDOUT'));
+      }
       const retryable = !(err instanceof GatewayError) || err.status >= 500 || err.status === 429;
       return { ok: false, error: `inference failed: ${(err as Error).message}`, retryable };
     }
