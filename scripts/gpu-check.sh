@@ -108,6 +108,11 @@ conf "conformance: init/devices/contexts" "$EXP/conf_init.txt" "$C/conf_init"
 conf "conformance: memory" "$EXP/conf_mem.txt" "$C/conf_mem"
 conf "conformance: modules/launches" "$EXP/conf_exec.txt" "$C/conf_exec" "$P/kernels.ptx"
 CONF_INFO_ONLY=1 conf "conformance: destroyed handles (UB)" "$EXP/conf_handles.txt" "$C/conf_handles" "$P/kernels.ptx"
+# The areas' conformance programs (graphs, pools, copies, launch attributes...): each takes the PTX path.
+for prog in "$C"/conf_*; do
+  case "$(basename "$prog")" in conf_init|conf_mem|conf_exec|conf_handles) continue ;; esac
+  conf "conformance: $(basename "$prog" | sed 's/^conf_//')" "$EXP/$(basename "$prog").txt" "$prog" "$P/kernels.ptx"
+done
 if [ -x "$C/rt_conformance_static" ]; then
   conf "conformance: runtime static" "$EXP/rt_conformance.txt" "$C/rt_conformance_static"
   conf "conformance: runtime shared" "$EXP/rt_conformance.txt" "$C/rt_conformance_shared"

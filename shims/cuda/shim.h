@@ -47,7 +47,8 @@ extern const smol_proc_entry smol_proc_table[];
 extern const unsigned smol_proc_count;
 
 /* handles.c: what the shim handed out, so bad arguments fail locally with the driver's own code */
-enum { SMOL_H_CTX = 1, SMOL_H_MODULE = 2, SMOL_H_LIBRARY = 3, SMOL_H_FUNC = 4, SMOL_H_STREAM = 5, SMOL_H_EVENT = 6 };
+enum { SMOL_H_CTX = 1, SMOL_H_MODULE = 2, SMOL_H_LIBRARY = 3, SMOL_H_FUNC = 4, SMOL_H_STREAM = 5, SMOL_H_EVENT = 6,
+       SMOL_H_GRAPH = 7, SMOL_H_GRAPH_EXEC = 8, SMOL_H_GRAPH_NODE = 9, SMOL_H_POOL = 10, SMOL_H_MEM_HANDLE = 11 };
 void smol_handle_add(const void *p, unsigned kind);
 typedef struct { size_t cap; uintptr_t slot[]; } smol_handle_table;
 extern smol_handle_table *smol_handles;

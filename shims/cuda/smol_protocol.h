@@ -4,7 +4,7 @@
 #include <stdint.h>
 #define SMOL_PROTO_MAGIC 0x534d4f4cu
 #define SMOL_PROTO_VERSION 1
-#define SMOL_PROTO_HASH 0x0006b82bf1e760c0ull
+#define SMOL_PROTO_HASH 0x000dedbe25065bd5ull
 #define SMOL_HEADER_SIZE 16
 #define SMOL_MAX_PAYLOAD 8392704u
 #define SMOL_CHUNK_SIZE 4194304u
@@ -21,6 +21,11 @@
 #define SMOL_KIND_EVENT 5ull
 #define SMOL_KIND_LIBRARY 6ull
 #define SMOL_KIND_KERNEL 7ull
+#define SMOL_KIND_GRAPH 8ull
+#define SMOL_KIND_GRAPH_EXEC 9ull
+#define SMOL_KIND_GRAPH_NODE 10ull
+#define SMOL_KIND_POOL 11ull
+#define SMOL_KIND_MEM_HANDLE 12ull
 #define SMOL_PRIMARY_BASE 256
 #define SMOL_ATTR_COUNT 160
 

@@ -9,20 +9,13 @@
  * Ops are append-only: never renumber, never reuse an id. Changing anything here changes the hash, so a
  * shim and a daemon built from different specs refuse each other at the handshake.
  */
+import { fire, op, type OpSpec } from './spec-op.js';
+import { graphOpSpecs } from './spec-areas/graphs.js';
+import { poolOpSpecs } from './spec-areas/pools.js';
+import { copyOpSpecs } from './spec-areas/copies.js';
+import { launchOpSpecs } from './spec-areas/launch.js';
 
-export interface OpSpec {
-  readonly id: number;
-  readonly name: string;
-  /** Names of the u64 arguments, in wire order. */
-  readonly args: readonly string[];
-  /** Names of the u64 results of a synchronous op. */
-  readonly outs: readonly string[];
-  /** Fire-and-forget: no reply; a failure becomes the session's pending error. */
-  readonly async?: boolean;
-  /** What the trailing blob carries, for documentation and bounds checks. */
-  readonly blobIn?: string;
-  readonly blobOut?: string;
-}
+export type { OpSpec };
 
 export const PROTOCOL = {
   magic: 0x534d4f4c, // "SMOL"
@@ -34,15 +27,12 @@ export const PROTOCOL = {
   flags: { async: 1, reply: 2 },
   caps: { paramInfo: 1, asyncAlloc: 2, nvml: 4, libraries: 8 },
   /** Handle-id kinds minted by the guest (high 16 bits of a 64-bit id). */
-  kinds: { ctx: 1, module: 2, func: 3, stream: 4, event: 5, library: 6, kernel: 7 },
+  kinds: { ctx: 1, module: 2, func: 3, stream: 4, event: 5, library: 6, kernel: 7, graph: 8, graphExec: 9, graphNode: 10, pool: 11, memHandle: 12 },
   /** Primary context ids are kinds.ctx << 48 | primaryBase + device. */
   primaryBase: 0x100,
   /** Device-properties blob: name[256] uuid[16] totalMem u64 then `attrCount` i32 attributes (1-based). */
   attrCount: 160,
 } as const;
-
-const op = (id: number, name: string, args: string[], outs: string[] = [], extra: Partial<OpSpec> = {}): OpSpec => ({ id, name, args, outs, ...extra });
-const fire = (id: number, name: string, args: string[], extra: Partial<OpSpec> = {}): OpSpec => op(id, name, args, [], { async: true, ...extra });
 
 export const OPS: readonly OpSpec[] = [
   op(1, 'Hello', ['magic', 'protoHash', 'pid', 'caps'], ['driverVersion', 'caps', 'maxPayload', 'deviceCount', 'sessionId']),
@@ -104,6 +94,8 @@ export const OPS: readonly OpSpec[] = [
   fire(80, 'EventDestroy', ['event']),
   // NVML, answered from the host driver
   op(90, 'NvmlDeviceInfo', ['dev'], ['memTotal', 'memFree', 'memUsed', 'gpuUtil', 'memUtil'], { blobOut: 'pciBusId[32]' }),
+  // Each area keeps its ops in its own file, in its own id range (100-139, 140-179, 180-209, 210-249).
+  ...graphOpSpecs, ...poolOpSpecs, ...copyOpSpecs, ...launchOpSpecs,
 ];
 
 /** Canonical text the protocol hash is computed from (any change to the spec changes it). */

@@ -5,9 +5,16 @@
  * koffi is imported lazily so that loading the daemon's modules does not need the native addon.
  */
 import { createRequire } from 'node:module';
+import type { FnsOf, SigRow } from './sigs.js';
+import { graphSigs } from './sigs-graphs.js';
+import { poolSigs } from './sigs-pools.js';
+import { copySigs } from './sigs-copies.js';
+import { launchSigs } from './sigs-launch.js';
+
+const AREA_SIGS = { ...graphSigs, ...poolSigs, ...copySigs, ...launchSigs };
 
 type Fn = (...args: unknown[]) => number;
-export interface CudaDriver {
+export interface CudaDriver extends FnsOf<typeof AREA_SIGS> {
   path: string;
   cuInit: Fn; cuDriverGetVersion: Fn; cuDeviceGetCount: Fn; cuDeviceGet: Fn; cuDeviceGetName: Fn;
   cuDeviceGetUuid: Fn; cuDeviceTotalMem: Fn; cuDeviceGetAttribute: Fn; cuDeviceGetPCIBusId: Fn;
@@ -115,6 +122,12 @@ export function loadCudaDriver(path: string): CudaDriver {
   const koffi = koffiModule();
   const lib = koffi.load(path);
   const out: Record<string, unknown> = { path };
+  for (const [key, row] of Object.entries(AREA_SIGS) as [string, SigRow][]) {
+    try { out[key] = lib.func(row[1].replace('NAME', row[0])); } catch (err) {
+      if (row[2] !== 'optional') throw new Error(`libcuda ${path} lacks ${row[0]}: ${(err as Error).message}`);
+      out[key] = null;
+    }
+  }
   for (const [key, [sym, sig]] of Object.entries(SIGS)) {
     const tryBind = (name: string) => lib.func(sig.replace('NAME', name));
     try {

@@ -6,11 +6,16 @@ import { launchOps, launchInPlace } from './launch.js';
 import { memoryOps } from './memory.js';
 import { moduleOps } from './modules.js';
 import { streamOps } from './streams.js';
+import { graphOps } from './graphs.js';
+import { poolOps } from './pools.js';
+import { copyOps } from './copies.js';
+import { launchExOps } from './launch-ex.js';
 
 export { launchInPlace };
 
 // Typed as the full table, so an op added to the spec without a handler fails to compile.
-const HANDLERS: OpHandlers = { ...contextOps, ...memoryOps, ...moduleOps, ...launchOps, ...streamOps };
+const HANDLERS: OpHandlers = { ...contextOps, ...memoryOps, ...moduleOps, ...launchOps, ...streamOps,
+  ...graphOps, ...poolOps, ...copyOps, ...launchExOps };
 
 export type Handler = (s: SessionState, a: ArgView, blob: Buffer) => Reply | null;
 const LAST_ID = Math.max(...OP_ROWS.map((r) => r.id));
