@@ -14,6 +14,7 @@ import { graphOpSpecs } from './spec-areas/graphs.js';
 import { poolOpSpecs } from './spec-areas/pools.js';
 import { copyOpSpecs } from './spec-areas/copies.js';
 import { launchOpSpecs } from './spec-areas/launch.js';
+import { queryOpSpecs } from './spec-areas/queries.js';
 
 export type { OpSpec };
 
@@ -94,8 +95,8 @@ export const OPS: readonly OpSpec[] = [
   fire(80, 'EventDestroy', ['event']),
   // NVML, answered from the host driver
   op(90, 'NvmlDeviceInfo', ['dev'], ['memTotal', 'memFree', 'memUsed', 'gpuUtil', 'memUtil'], { blobOut: 'pciBusId[32]' }),
-  // Each area keeps its ops in its own file, in its own id range (100-139, 140-179, 180-209, 210-249).
-  ...graphOpSpecs, ...poolOpSpecs, ...copyOpSpecs, ...launchOpSpecs,
+  // Each area keeps its ops in its own file, in its own id range (100-139, 140-179, 180-209, 210-249, 250-289).
+  ...graphOpSpecs, ...poolOpSpecs, ...copyOpSpecs, ...launchOpSpecs, ...queryOpSpecs,
 ];
 
 /** Canonical text the protocol hash is computed from (any change to the spec changes it). */

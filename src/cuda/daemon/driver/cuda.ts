@@ -10,8 +10,9 @@ import { graphSigs } from './sigs-graphs.js';
 import { poolSigs } from './sigs-pools.js';
 import { copySigs } from './sigs-copies.js';
 import { launchSigs } from './sigs-launch.js';
+import { querySigs } from './sigs-queries.js';
 
-const AREA_SIGS = { ...graphSigs, ...poolSigs, ...copySigs, ...launchSigs };
+const AREA_SIGS = { ...graphSigs, ...poolSigs, ...copySigs, ...launchSigs, ...querySigs };
 
 type Fn = (...args: unknown[]) => number;
 export interface CudaDriver extends FnsOf<typeof AREA_SIGS> {

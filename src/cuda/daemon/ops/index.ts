@@ -10,12 +10,13 @@ import { graphOps } from './graphs.js';
 import { poolOps } from './pools.js';
 import { copyOps } from './copies.js';
 import { launchExOps } from './launch-ex.js';
+import { queryOps } from './queries.js';
 
 export { launchInPlace };
 
 // Typed as the full table, so an op added to the spec without a handler fails to compile.
 const HANDLERS: OpHandlers = { ...contextOps, ...memoryOps, ...moduleOps, ...launchOps, ...streamOps,
-  ...graphOps, ...poolOps, ...copyOps, ...launchExOps };
+  ...graphOps, ...poolOps, ...copyOps, ...launchExOps, ...queryOps };
 
 export type Handler = (s: SessionState, a: ArgView, blob: Buffer) => Reply | null;
 const LAST_ID = Math.max(...OP_ROWS.map((r) => r.id));
