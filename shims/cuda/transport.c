@@ -34,14 +34,23 @@ void smol_log(const char *fmt, ...) {
   va_end(ap);
 }
 
+/* Issue #30: a program meeting an entry point the remoting lacks must fail at once with a message naming
+ * it, so the first call of each says so on stderr (SMOL_CUDA_LOG=0 silences it). The stubs pass string
+ * literals, so the pointer names the entry point; the table holds every export (537) with room to spare,
+ * and a full table stays quiet rather than repeating a line on every call. */
 CUresult smol_unsupported(const char *name) {
-  static const char *seen[128]; static int nseen; static pthread_mutex_t mu = PTHREAD_MUTEX_INITIALIZER;
-  int found = 0;
+  enum { SLOTS = 2048 };
+  static const char *seen[SLOTS]; static pthread_mutex_t mu = PTHREAD_MUTEX_INITIALIZER;
+  int first = 0;
   pthread_mutex_lock(&mu);
-  for (int i = 0; i < nseen; i++) if (seen[i] == name) found = 1;
-  if (!found && nseen < 128) seen[nseen++] = name;
+  for (size_t i = 0, h = ((uintptr_t)name >> 3) % SLOTS; i < SLOTS; i++, h = (h + 1) % SLOTS) {
+    if (seen[h] == name) break;
+    if (!seen[h]) { seen[h] = name; first = 1; break; }
+  }
   pthread_mutex_unlock(&mu);
-  if (!found) smol_log("%s is not supported by the remoting shim (CUDA_ERROR_NOT_SUPPORTED)", name);
+  const char *v = getenv("SMOL_CUDA_LOG");
+  if (first && !(v && !strcmp(v, "0")))
+    smol_log("%s is not supported by the remoting (CUDA_ERROR_NOT_SUPPORTED %d)", name, CUDA_ERROR_NOT_SUPPORTED);
   return CUDA_ERROR_NOT_SUPPORTED;
 }
 
