@@ -37,6 +37,8 @@ export interface CudaDriver extends FnsOf<typeof AREA_SIGS> {
   cuEventElapsedTime: Fn; cuEventDestroy: Fn;
   /** Native address of a Buffer (stable for Buffer.allocUnsafeSlow buffers). */
   addressOf: (buf: Buffer) => number;
+  /** Copies n bytes the driver owns at addr (e.g. a linked cubin) into dst. */
+  readAt: (dst: Buffer, addr: number, n: number) => void;
 }
 
 // [exported symbol, koffi signature with NAME in place of the name]; versioned symbols are what CUDA 13 exports.
@@ -148,5 +150,7 @@ export function loadCudaDriver(path: string): CudaDriver {
   const libc = koffi.load('libc.so.6');
   const memmove = libc.func('uint64_t memmove(void *d, void *s, uint64_t n)');
   out.addressOf = (buf: Buffer) => Number(memmove(buf, buf, 0));
+  const copyIn = libc.func('void *memmove(void *d, uint64_t s, uint64_t n)');
+  out.readAt = (dst: Buffer, addr: number, n: number) => { if (n > dst.length) throw new RangeError('readAt past the buffer'); copyIn(dst, addr, n); };
   return out as unknown as CudaDriver;
 }
