@@ -60,6 +60,14 @@ export class SessionState {
   readonly events = new Map<number, number>();
   readonly allocs = new Map<number, Alloc>();
   bases: number[] = [];                              // sorted allocation bases
+  /** Device ranges an area owns outside `allocs`, which may span adjacent pieces (VMM mappings with
+   *  access set, ops/pools.ts); asked only when `allocs` says no. */
+  extraRange: ((p: number, n: number) => boolean) | null = null;
+  /** Addresses an area reserved for this session, accessible or not: a kernel argument there is the
+   *  session's own (the driver faults if it has no access), never another guest's. */
+  ownsAddress: ((p: number) => boolean) | null = null;
+  /** Per-area cleanup when the session ends: after its allocations are freed, before its contexts go. */
+  readonly cleanups: (() => void)[] = [];
   memBytes = 0;
   /** Kernel arguments are staged here: the driver reads them through `FuncInfo.ptrs`, which point into it. */
   readonly argBuf = Buffer.allocUnsafeSlow(ARG_BUF);
@@ -94,9 +102,8 @@ export class SessionState {
     const b = this.bases;
     let lo = 0, hi = b.length - 1, idx = -1;
     while (lo <= hi) { const mid = (lo + hi) >> 1; if (b[mid] <= p) { idx = mid; lo = mid + 1; } else hi = mid - 1; }
-    if (idx < 0) return false;
-    const a = this.allocs.get(b[idx])!;
-    return p + n <= b[idx] + a.size;
+    if (idx >= 0 && p + n <= b[idx] + this.allocs.get(b[idx])!.size) return true;
+    return this.extraRange !== null && this.extraRange(p, n);
   }
   checkRange(p: number, n: number): void {
     if (!this.ownsRange(p, n)) throw new CudaError('range check', CU.invalidValue);
@@ -164,7 +171,7 @@ export class SessionState {
   foreignPointer(f: FuncInfo, b: Buffer, off: number): boolean {
     for (const o of f.wide) {
       const v = u64(b, off + o);
-      if (v === 0 || this.ownsRange(v, 1)) continue;
+      if (v === 0 || this.ownsRange(v, 1) || (this.ownsAddress !== null && this.ownsAddress(v))) continue;
       if (this.drv.cuMemGetAddressRange(this.out1, this.out2, v) === 0) return true;
     }
     return false;

@@ -53,6 +53,7 @@ export class Session extends SessionState {
       d.cuCtxSetCurrent(a.ctx);
       d.cuMemFree(p);
     }
+    for (const c of this.cleanups) c();
     for (const m of this.modules.values()) (m.lib ? d.cuLibraryUnload : d.cuModuleUnload)(m.host);
     for (const h of this.ctxs.values()) d.cuCtxDestroy(h);
     d.cuCtxSetCurrent(0);
