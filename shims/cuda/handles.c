@@ -91,18 +91,21 @@ void smol_track_alloc(CUdeviceptr p, size_t n, int owned) {
   pthread_mutex_unlock(&g_mu);
 }
 
-/* Removes the allocation that starts exactly at p (only what cuMemAlloc* returned can be freed). */
-int smol_untrack_alloc(CUdeviceptr p) {
+static int untrack(CUdeviceptr p, int any) {
   int hit = 0;
   pthread_mutex_lock(&g_mu);
   long i = floor_idx(p);
-  if (i >= 0 && g_r[i].base == p && g_r[i].owned) {
+  if (i >= 0 && g_r[i].base == p && (any || g_r[i].owned == SMOL_ALLOC_OWNED)) {
     memmove(&g_r[i], &g_r[i + 1], (g_n - (size_t)i - 1) * sizeof *g_r);
     g_n--; hit = 1;
   }
   pthread_mutex_unlock(&g_mu);
   return hit;
 }
+/* Removes the allocation that starts exactly at p (only what cuMemAlloc* returned can be freed). */
+int smol_untrack_alloc(CUdeviceptr p) { return untrack(p, 0); }
+/* Removes whatever range starts exactly at p (a VMM mapping losing its access or its memory). */
+int smol_untrack_range(CUdeviceptr p) { return untrack(p, 1); }
 
 int smol_is_device(CUdeviceptr p, CUdeviceptr *base, size_t *size) {
   int hit = 0;
@@ -117,9 +120,20 @@ int smol_is_device(CUdeviceptr p, CUdeviceptr *base, size_t *size) {
   return hit;
 }
 
-/* [p, p+n) lies inside one allocation (n may be 0: then p must still be inside one). */
+/* [p, p+n) lies inside one allocation (n may be 0: then p must still be inside one), or inside VMM
+ * mappings that follow each other without a gap: their virtual addresses are contiguous on the device. */
 int smol_range_ok(CUdeviceptr p, size_t n) {
-  CUdeviceptr base; size_t size;
-  if (!smol_is_device(p, &base, &size)) return 0;
-  return n <= size - (p - base);
+  int ok = 0;
+  pthread_mutex_lock(&g_mu);
+  long i = floor_idx(p);
+  if (i >= 0 && p - g_r[i].base < g_r[i].size) {
+    size_t left = g_r[i].size - (p - g_r[i].base);
+    while (n > left && g_r[i].owned == SMOL_ALLOC_MAPPED && (size_t)i + 1 < g_n && g_r[i + 1].owned == SMOL_ALLOC_MAPPED &&
+           g_r[i + 1].base == g_r[i].base + g_r[i].size) {
+      i++; n -= left; left = g_r[i].size;
+    }
+    ok = n <= left;
+  }
+  pthread_mutex_unlock(&g_mu);
+  return ok;
 }

@@ -66,8 +66,11 @@ static inline int smol_handle_ok(const void *p, unsigned kind) {
   return 0;
 }
 int smol_handle_take(const void *p, unsigned kind);
+/* owned: what a range is, so cuMemFree takes only allocations and a copy may cross only between mappings */
+enum { SMOL_ALLOC_GLOBAL = 0, SMOL_ALLOC_OWNED = 1, SMOL_ALLOC_MAPPED = 2 };
 void smol_track_alloc(CUdeviceptr p, size_t n, int owned);
 int smol_untrack_alloc(CUdeviceptr p);
+int smol_untrack_range(CUdeviceptr p);
 int smol_is_device(CUdeviceptr p, CUdeviceptr *base, size_t *size);
 int smol_range_ok(CUdeviceptr p, size_t n);
 
