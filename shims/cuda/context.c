@@ -90,12 +90,6 @@ EXPORT CUresult cuDeviceComputeCapability(int *major, int *minor, CUdevice d) {
   if (!major || !minor) return CUDA_ERROR_INVALID_VALUE;
   *major = smol_devices[d].attrs[75 - 1]; *minor = smol_devices[d].attrs[76 - 1]; return CUDA_SUCCESS;
 }
-EXPORT CUresult cuDeviceCanAccessPeer(int *can, CUdevice a, CUdevice b) {
-  CUresult r = need_dev(a); if (!r) r = need_dev(b); if (r) return r;
-  if (!can) return CUDA_ERROR_INVALID_VALUE;
-  *can = 0; return CUDA_SUCCESS;
-}
-EXPORT CUresult cuDeviceGetP2PAttribute(int *v, int attr, CUdevice a, CUdevice b) { (void)attr; (void)a; (void)b; *v = 0; return CUDA_SUCCESS; }
 EXPORT CUresult cuDeviceGetLuid(char *luid, unsigned *mask, CUdevice d) { (void)luid; (void)mask; (void)d; return CUDA_ERROR_NOT_SUPPORTED; }
 
 /* contexts: the stack of current contexts is per guest thread, as in the real driver */

@@ -260,6 +260,364 @@ export class EventDestroyArgs extends ArgView {
 export class NvmlDeviceInfoArgs extends ArgView {
   get dev(): number { return this.w[0]; }
 }
+/** StreamBeginCapture (op 100). */
+export class StreamBeginCaptureArgs extends ArgView {
+  get stream(): number { return this.w[0]; }
+  get mode(): number { return this.w[1]; }
+  get graph(): number { return this.w[2]; }
+}
+/** StreamEndCapture (op 101). */
+export class StreamEndCaptureArgs extends ArgView {
+  get stream(): number { return this.w[0]; }
+  get invalidated(): number { return this.w[1]; }
+}
+/** StreamCaptureStatus (op 102). */
+export class StreamCaptureStatusArgs extends ArgView {
+  get stream(): number { return this.w[0]; }
+}
+/** GraphCreate (op 103): fire-and-forget. */
+export class GraphCreateArgs extends ArgView {
+  get graph(): number { return this.w[0]; }
+  get flags(): number { return this.w[1]; }
+}
+/** GraphDestroy (op 104): fire-and-forget. */
+export class GraphDestroyArgs extends ArgView {
+  get graph(): number { return this.w[0]; }
+}
+/** GraphInstantiate (op 105). */
+export class GraphInstantiateArgs extends ArgView {
+  get exec(): number { return this.w[0]; }
+  get graph(): number { return this.w[1]; }
+  get flags(): number { return this.w[2]; }
+}
+/** GraphExecDestroy (op 106): fire-and-forget. */
+export class GraphExecDestroyArgs extends ArgView {
+  get exec(): number { return this.w[0]; }
+}
+/** GraphLaunch (op 107): fire-and-forget. */
+export class GraphLaunchArgs extends ArgView {
+  get exec(): number { return this.w[0]; }
+  get stream(): number { return this.w[1]; }
+}
+/** GraphUpload (op 108): fire-and-forget. */
+export class GraphUploadArgs extends ArgView {
+  get exec(): number { return this.w[0]; }
+  get stream(): number { return this.w[1]; }
+}
+/** GraphExecUpdate (op 109). */
+export class GraphExecUpdateArgs extends ArgView {
+  get exec(): number { return this.w[0]; }
+  get graph(): number { return this.w[1]; }
+}
+/** MemPoolCreate (op 140). */
+export class MemPoolCreateArgs extends ArgView {
+  get pool(): number { return this.w[0]; }
+  get allocType(): number { return this.w[1]; }
+  get handleTypes(): number { return this.w[2]; }
+  get locType(): number { return this.w[3]; }
+  get locId(): number { return this.w[4]; }
+  get maxSize(): number { return this.w[5]; }
+}
+/** MemPoolDestroy (op 141): fire-and-forget. */
+export class MemPoolDestroyArgs extends ArgView {
+  get pool(): number { return this.w[0]; }
+}
+/** DeviceSetMemPool (op 142). */
+export class DeviceSetMemPoolArgs extends ArgView {
+  get dev(): number { return this.w[0]; }
+  get pool(): number { return this.w[1]; }
+}
+/** MemPoolSetAttribute (op 143). */
+export class MemPoolSetAttributeArgs extends ArgView {
+  get pool(): number { return this.w[0]; }
+  get attr(): number { return this.w[1]; }
+  get value(): number { return this.w[2]; }
+}
+/** MemPoolGetAttribute (op 144). */
+export class MemPoolGetAttributeArgs extends ArgView {
+  get pool(): number { return this.w[0]; }
+  get attr(): number { return this.w[1]; }
+}
+/** MemPoolTrimTo (op 145): fire-and-forget. */
+export class MemPoolTrimToArgs extends ArgView {
+  get pool(): number { return this.w[0]; }
+  get keep(): number { return this.w[1]; }
+}
+/** MemAllocFromPoolAsync (op 146). */
+export class MemAllocFromPoolAsyncArgs extends ArgView {
+  get bytes(): number { return this.w[0]; }
+  get pool(): number { return this.w[1]; }
+  get stream(): number { return this.w[2]; }
+}
+/** MemPoolSetAccess (op 147). */
+export class MemPoolSetAccessArgs extends ArgView {
+  get pool(): number { return this.w[0]; }
+  get locType(): number { return this.w[1]; }
+  get locId(): number { return this.w[2]; }
+  get flags(): number { return this.w[3]; }
+}
+/** MemPoolGetAccess (op 148). */
+export class MemPoolGetAccessArgs extends ArgView {
+  get pool(): number { return this.w[0]; }
+  get locType(): number { return this.w[1]; }
+  get locId(): number { return this.w[2]; }
+}
+/** MemGetAllocationGranularity (op 150). */
+export class MemGetAllocationGranularityArgs extends ArgView {
+  get allocType(): number { return this.w[0]; }
+  get handleTypes(): number { return this.w[1]; }
+  get locType(): number { return this.w[2]; }
+  get locId(): number { return this.w[3]; }
+  get option(): number { return this.w[4]; }
+}
+/** MemAddressReserve (op 151). */
+export class MemAddressReserveArgs extends ArgView {
+  get size(): number { return this.w[0]; }
+  get alignment(): number { return this.w[1]; }
+  get addr(): number { return this.w[2]; }
+  get flags(): number { return this.w[3]; }
+}
+/** MemAddressFree (op 152). */
+export class MemAddressFreeArgs extends ArgView {
+  get ptr(): number { return this.w[0]; }
+  get size(): number { return this.w[1]; }
+}
+/** MemCreate (op 153). */
+export class MemCreateArgs extends ArgView {
+  get handle(): number { return this.w[0]; }
+  get size(): number { return this.w[1]; }
+  get allocType(): number { return this.w[2]; }
+  get handleTypes(): number { return this.w[3]; }
+  get locType(): number { return this.w[4]; }
+  get locId(): number { return this.w[5]; }
+  get allocFlags(): number { return this.w[6]; }
+  get flags(): number { return this.w[7]; }
+}
+/** MemRelease (op 154): fire-and-forget. */
+export class MemReleaseArgs extends ArgView {
+  get handle(): number { return this.w[0]; }
+}
+/** MemMap (op 155). */
+export class MemMapArgs extends ArgView {
+  get ptr(): number { return this.w[0]; }
+  get size(): number { return this.w[1]; }
+  get offset(): number { return this.w[2]; }
+  get handle(): number { return this.w[3]; }
+  get flags(): number { return this.w[4]; }
+}
+/** MemUnmap (op 156). */
+export class MemUnmapArgs extends ArgView {
+  get ptr(): number { return this.w[0]; }
+  get size(): number { return this.w[1]; }
+}
+/** MemSetAccess (op 157). */
+export class MemSetAccessArgs extends ArgView {
+  get ptr(): number { return this.w[0]; }
+  get size(): number { return this.w[1]; }
+  get locType(): number { return this.w[2]; }
+  get locId(): number { return this.w[3]; }
+  get flags(): number { return this.w[4]; }
+}
+/** MemGetAccess (op 158). */
+export class MemGetAccessArgs extends ArgView {
+  get locType(): number { return this.w[0]; }
+  get locId(): number { return this.w[1]; }
+  get ptr(): number { return this.w[2]; }
+}
+/** Memcpy2dHtoD (op 180): fire-and-forget; blob in: rows * width bytes, packed. */
+export class Memcpy2dHtoDArgs extends ArgView {
+  get dst(): number { return this.w[0]; }
+  get dpitch(): number { return this.w[1]; }
+  get width(): number { return this.w[2]; }
+  get rows(): number { return this.w[3]; }
+  get stream(): number { return this.w[4]; }
+  get isAsync(): number { return this.w[5]; }
+}
+/** Memcpy2dDtoH (op 181). */
+export class Memcpy2dDtoHArgs extends ArgView {
+  get src(): number { return this.w[0]; }
+  get spitch(): number { return this.w[1]; }
+  get width(): number { return this.w[2]; }
+  get rows(): number { return this.w[3]; }
+  get stream(): number { return this.w[4]; }
+}
+/** Memcpy3dDtoD (op 182): fire-and-forget. */
+export class Memcpy3dDtoDArgs extends ArgView {
+  get dst(): number { return this.w[0]; }
+  get dpitch(): number { return this.w[1]; }
+  get dheight(): number { return this.w[2]; }
+  get src(): number { return this.w[3]; }
+  get spitch(): number { return this.w[4]; }
+  get sheight(): number { return this.w[5]; }
+  get width(): number { return this.w[6]; }
+  get rows(): number { return this.w[7]; }
+  get depth(): number { return this.w[8]; }
+  get stream(): number { return this.w[9]; }
+  get isAsync(): number { return this.w[10]; }
+}
+/** Memset2d (op 183): fire-and-forget. */
+export class Memset2dArgs extends ArgView {
+  get dst(): number { return this.w[0]; }
+  get pitch(): number { return this.w[1]; }
+  get value(): number { return this.w[2]; }
+  get elemSize(): number { return this.w[3]; }
+  get width(): number { return this.w[4]; }
+  get height(): number { return this.w[5]; }
+  get stream(): number { return this.w[6]; }
+  get isAsync(): number { return this.w[7]; }
+}
+/** StreamMemOp (op 184): fire-and-forget. */
+export class StreamMemOpArgs extends ArgView {
+  get stream(): number { return this.w[0]; }
+  get kind(): number { return this.w[1]; }
+  get addr(): number { return this.w[2]; }
+  get valueLo(): number { return this.w[3]; }
+  get valueHi(): number { return this.w[4]; }
+  get flags(): number { return this.w[5]; }
+}
+/** DevicePeerQuery (op 185). */
+export class DevicePeerQueryArgs extends ArgView {
+  get attrib(): number { return this.w[0]; }
+  get dev(): number { return this.w[1]; }
+  get peer(): number { return this.w[2]; }
+}
+/** CtxPeerAccess (op 186). */
+export class CtxPeerAccessArgs extends ArgView {
+  get peerCtx(): number { return this.w[0]; }
+  get flags(): number { return this.w[1]; }
+  get enable(): number { return this.w[2]; }
+}
+/** TensorMapEncode (op 210): blob in: dims u64[5] strides u64[4] box u32[5] elementStrides u32[5] lower i32[3] upper i32[3] channelsPerPixel u32 pixelsPerColumn u32 mode u32 (148 bytes). */
+export class TensorMapEncodeArgs extends ArgView {
+  get kind(): number { return this.w[0]; }
+  get dtype(): number { return this.w[1]; }
+  get rank(): number { return this.w[2]; }
+  get addr(): number { return this.w[3]; }
+  get interleave(): number { return this.w[4]; }
+  get swizzle(): number { return this.w[5]; }
+  get l2(): number { return this.w[6]; }
+  get oob(): number { return this.w[7]; }
+}
+/** TensorMapReplaceAddress (op 211): blob in: the 128-byte descriptor. */
+export class TensorMapReplaceAddressArgs extends ArgView {
+  get addr(): number { return this.w[0]; }
+}
+/** LaunchKernelEx (op 212): fire-and-forget; blob in: nattrs CUlaunchAttribute records of 72 bytes (u32 id, pad, 64-byte value; an event is the guest id), then the packed params per the param layout. */
+export class LaunchKernelExArgs extends ArgView {
+  get func(): number { return this.w[0]; }
+  get gx(): number { return this.w[1]; }
+  get gy(): number { return this.w[2]; }
+  get gz(): number { return this.w[3]; }
+  get bx(): number { return this.w[4]; }
+  get by(): number { return this.w[5]; }
+  get bz(): number { return this.w[6]; }
+  get smem(): number { return this.w[7]; }
+  get stream(): number { return this.w[8]; }
+  get nattrs(): number { return this.w[9]; }
+}
+/** OccupancyCluster (op 213): blob in: nattrs CUlaunchAttribute records of 72 bytes (u32 id, pad, 64-byte value; an event is the guest id). */
+export class OccupancyClusterArgs extends ArgView {
+  get which(): number { return this.w[0]; }
+  get func(): number { return this.w[1]; }
+  get gx(): number { return this.w[2]; }
+  get gy(): number { return this.w[3]; }
+  get gz(): number { return this.w[4]; }
+  get bx(): number { return this.w[5]; }
+  get by(): number { return this.w[6]; }
+  get bz(): number { return this.w[7]; }
+  get smem(): number { return this.w[8]; }
+  get stream(): number { return this.w[9]; }
+  get nattrs(): number { return this.w[10]; }
+}
+/** OccupancyAvailableDynamicSMem (op 214). */
+export class OccupancyAvailableDynamicSMemArgs extends ArgView {
+  get func(): number { return this.w[0]; }
+  get numBlocks(): number { return this.w[1]; }
+  get blockSize(): number { return this.w[2]; }
+}
+/** ModuleLoadDataEx (op 250): blob in: nopts (u64 CUjit_option, u64 value) pairs, scalar options only, then the image. */
+export class ModuleLoadDataExArgs extends ArgView {
+  get module(): number { return this.w[0]; }
+  get nopts(): number { return this.w[1]; }
+}
+/** LinkCreate (op 251): blob in: nopts (u64 CUjit_option, u64 value) pairs, scalar options only. */
+export class LinkCreateArgs extends ArgView {
+  get link(): number { return this.w[0]; }
+  get nopts(): number { return this.w[1]; }
+}
+/** LinkAddData (op 252): blob in: nopts (u64 CUjit_option, u64 value) pairs, scalar options only (no logs), name, data. */
+export class LinkAddDataArgs extends ArgView {
+  get link(): number { return this.w[0]; }
+  get type(): number { return this.w[1]; }
+  get nopts(): number { return this.w[2]; }
+  get nameLen(): number { return this.w[3]; }
+}
+/** LinkComplete (op 253). */
+export class LinkCompleteArgs extends ArgView {
+  get link(): number { return this.w[0]; }
+}
+/** LinkDestroy (op 254): fire-and-forget. */
+export class LinkDestroyArgs extends ArgView {
+  get link(): number { return this.w[0]; }
+}
+/** ModuleFunctionCount (op 255). */
+export class ModuleFunctionCountArgs extends ArgView {
+  get module(): number { return this.w[0]; }
+}
+/** ModuleEnumerate (op 256). */
+export class ModuleEnumerateArgs extends ArgView {
+  get module(): number { return this.w[0]; }
+  get max(): number { return this.w[1]; }
+}
+/** CtxGetCacheConfig (op 257). */
+export class CtxGetCacheConfigArgs extends ArgView {}
+/** CtxSetCacheConfig (op 258). */
+export class CtxSetCacheConfigArgs extends ArgView {
+  get config(): number { return this.w[0]; }
+}
+/** CtxGetSharedMemConfig (op 259). */
+export class CtxGetSharedMemConfigArgs extends ArgView {}
+/** CtxSetSharedMemConfig (op 260). */
+export class CtxSetSharedMemConfigArgs extends ArgView {
+  get config(): number { return this.w[0]; }
+}
+/** CtxResetPersistingL2Cache (op 261). */
+export class CtxResetPersistingL2CacheArgs extends ArgView {}
+/** CtxGetExecAffinity (op 262). */
+export class CtxGetExecAffinityArgs extends ArgView {
+  get type(): number { return this.w[0]; }
+}
+/** DeviceGetExecAffinitySupport (op 263). */
+export class DeviceGetExecAffinitySupportArgs extends ArgView {
+  get type(): number { return this.w[0]; }
+  get dev(): number { return this.w[1]; }
+}
+/** DeviceGetTexture1DLinearMaxWidth (op 264). */
+export class DeviceGetTexture1DLinearMaxWidthArgs extends ArgView {
+  get format(): number { return this.w[0]; }
+  get channels(): number { return this.w[1]; }
+  get dev(): number { return this.w[2]; }
+}
+/** FlushGPUDirectRDMAWrites (op 265). */
+export class FlushGPUDirectRDMAWritesArgs extends ArgView {
+  get target(): number { return this.w[0]; }
+  get scope(): number { return this.w[1]; }
+}
+/** StreamGetAttribute (op 266). */
+export class StreamGetAttributeArgs extends ArgView {
+  get stream(): number { return this.w[0]; }
+  get attr(): number { return this.w[1]; }
+}
+/** StreamSetAttribute (op 267): blob in: CUstreamAttrValue (64 bytes). */
+export class StreamSetAttributeArgs extends ArgView {
+  get stream(): number { return this.w[0]; }
+  get attr(): number { return this.w[1]; }
+}
+/** StreamCopyAttributes (op 268). */
+export class StreamCopyAttributesArgs extends ArgView {
+  get dst(): number { return this.w[0]; }
+  get src(): number { return this.w[1]; }
+}
 /** The view type of each op, by op name. */
 export interface OpArgs {
   Hello: HelloArgs;
@@ -316,6 +674,65 @@ export interface OpArgs {
   EventElapsedTime: EventElapsedTimeArgs;
   EventDestroy: EventDestroyArgs;
   NvmlDeviceInfo: NvmlDeviceInfoArgs;
+  StreamBeginCapture: StreamBeginCaptureArgs;
+  StreamEndCapture: StreamEndCaptureArgs;
+  StreamCaptureStatus: StreamCaptureStatusArgs;
+  GraphCreate: GraphCreateArgs;
+  GraphDestroy: GraphDestroyArgs;
+  GraphInstantiate: GraphInstantiateArgs;
+  GraphExecDestroy: GraphExecDestroyArgs;
+  GraphLaunch: GraphLaunchArgs;
+  GraphUpload: GraphUploadArgs;
+  GraphExecUpdate: GraphExecUpdateArgs;
+  MemPoolCreate: MemPoolCreateArgs;
+  MemPoolDestroy: MemPoolDestroyArgs;
+  DeviceSetMemPool: DeviceSetMemPoolArgs;
+  MemPoolSetAttribute: MemPoolSetAttributeArgs;
+  MemPoolGetAttribute: MemPoolGetAttributeArgs;
+  MemPoolTrimTo: MemPoolTrimToArgs;
+  MemAllocFromPoolAsync: MemAllocFromPoolAsyncArgs;
+  MemPoolSetAccess: MemPoolSetAccessArgs;
+  MemPoolGetAccess: MemPoolGetAccessArgs;
+  MemGetAllocationGranularity: MemGetAllocationGranularityArgs;
+  MemAddressReserve: MemAddressReserveArgs;
+  MemAddressFree: MemAddressFreeArgs;
+  MemCreate: MemCreateArgs;
+  MemRelease: MemReleaseArgs;
+  MemMap: MemMapArgs;
+  MemUnmap: MemUnmapArgs;
+  MemSetAccess: MemSetAccessArgs;
+  MemGetAccess: MemGetAccessArgs;
+  Memcpy2dHtoD: Memcpy2dHtoDArgs;
+  Memcpy2dDtoH: Memcpy2dDtoHArgs;
+  Memcpy3dDtoD: Memcpy3dDtoDArgs;
+  Memset2d: Memset2dArgs;
+  StreamMemOp: StreamMemOpArgs;
+  DevicePeerQuery: DevicePeerQueryArgs;
+  CtxPeerAccess: CtxPeerAccessArgs;
+  TensorMapEncode: TensorMapEncodeArgs;
+  TensorMapReplaceAddress: TensorMapReplaceAddressArgs;
+  LaunchKernelEx: LaunchKernelExArgs;
+  OccupancyCluster: OccupancyClusterArgs;
+  OccupancyAvailableDynamicSMem: OccupancyAvailableDynamicSMemArgs;
+  ModuleLoadDataEx: ModuleLoadDataExArgs;
+  LinkCreate: LinkCreateArgs;
+  LinkAddData: LinkAddDataArgs;
+  LinkComplete: LinkCompleteArgs;
+  LinkDestroy: LinkDestroyArgs;
+  ModuleFunctionCount: ModuleFunctionCountArgs;
+  ModuleEnumerate: ModuleEnumerateArgs;
+  CtxGetCacheConfig: CtxGetCacheConfigArgs;
+  CtxSetCacheConfig: CtxSetCacheConfigArgs;
+  CtxGetSharedMemConfig: CtxGetSharedMemConfigArgs;
+  CtxSetSharedMemConfig: CtxSetSharedMemConfigArgs;
+  CtxResetPersistingL2Cache: CtxResetPersistingL2CacheArgs;
+  CtxGetExecAffinity: CtxGetExecAffinityArgs;
+  DeviceGetExecAffinitySupport: DeviceGetExecAffinitySupportArgs;
+  DeviceGetTexture1DLinearMaxWidth: DeviceGetTexture1DLinearMaxWidthArgs;
+  FlushGPUDirectRDMAWrites: FlushGPUDirectRDMAWritesArgs;
+  StreamGetAttribute: StreamGetAttributeArgs;
+  StreamSetAttribute: StreamSetAttributeArgs;
+  StreamCopyAttributes: StreamCopyAttributesArgs;
 }
 export const ARG_VIEWS: { readonly [K in keyof OpArgs]: new () => OpArgs[K] } = {
   Hello: HelloArgs,
@@ -372,6 +789,65 @@ export const ARG_VIEWS: { readonly [K in keyof OpArgs]: new () => OpArgs[K] } = 
   EventElapsedTime: EventElapsedTimeArgs,
   EventDestroy: EventDestroyArgs,
   NvmlDeviceInfo: NvmlDeviceInfoArgs,
+  StreamBeginCapture: StreamBeginCaptureArgs,
+  StreamEndCapture: StreamEndCaptureArgs,
+  StreamCaptureStatus: StreamCaptureStatusArgs,
+  GraphCreate: GraphCreateArgs,
+  GraphDestroy: GraphDestroyArgs,
+  GraphInstantiate: GraphInstantiateArgs,
+  GraphExecDestroy: GraphExecDestroyArgs,
+  GraphLaunch: GraphLaunchArgs,
+  GraphUpload: GraphUploadArgs,
+  GraphExecUpdate: GraphExecUpdateArgs,
+  MemPoolCreate: MemPoolCreateArgs,
+  MemPoolDestroy: MemPoolDestroyArgs,
+  DeviceSetMemPool: DeviceSetMemPoolArgs,
+  MemPoolSetAttribute: MemPoolSetAttributeArgs,
+  MemPoolGetAttribute: MemPoolGetAttributeArgs,
+  MemPoolTrimTo: MemPoolTrimToArgs,
+  MemAllocFromPoolAsync: MemAllocFromPoolAsyncArgs,
+  MemPoolSetAccess: MemPoolSetAccessArgs,
+  MemPoolGetAccess: MemPoolGetAccessArgs,
+  MemGetAllocationGranularity: MemGetAllocationGranularityArgs,
+  MemAddressReserve: MemAddressReserveArgs,
+  MemAddressFree: MemAddressFreeArgs,
+  MemCreate: MemCreateArgs,
+  MemRelease: MemReleaseArgs,
+  MemMap: MemMapArgs,
+  MemUnmap: MemUnmapArgs,
+  MemSetAccess: MemSetAccessArgs,
+  MemGetAccess: MemGetAccessArgs,
+  Memcpy2dHtoD: Memcpy2dHtoDArgs,
+  Memcpy2dDtoH: Memcpy2dDtoHArgs,
+  Memcpy3dDtoD: Memcpy3dDtoDArgs,
+  Memset2d: Memset2dArgs,
+  StreamMemOp: StreamMemOpArgs,
+  DevicePeerQuery: DevicePeerQueryArgs,
+  CtxPeerAccess: CtxPeerAccessArgs,
+  TensorMapEncode: TensorMapEncodeArgs,
+  TensorMapReplaceAddress: TensorMapReplaceAddressArgs,
+  LaunchKernelEx: LaunchKernelExArgs,
+  OccupancyCluster: OccupancyClusterArgs,
+  OccupancyAvailableDynamicSMem: OccupancyAvailableDynamicSMemArgs,
+  ModuleLoadDataEx: ModuleLoadDataExArgs,
+  LinkCreate: LinkCreateArgs,
+  LinkAddData: LinkAddDataArgs,
+  LinkComplete: LinkCompleteArgs,
+  LinkDestroy: LinkDestroyArgs,
+  ModuleFunctionCount: ModuleFunctionCountArgs,
+  ModuleEnumerate: ModuleEnumerateArgs,
+  CtxGetCacheConfig: CtxGetCacheConfigArgs,
+  CtxSetCacheConfig: CtxSetCacheConfigArgs,
+  CtxGetSharedMemConfig: CtxGetSharedMemConfigArgs,
+  CtxSetSharedMemConfig: CtxSetSharedMemConfigArgs,
+  CtxResetPersistingL2Cache: CtxResetPersistingL2CacheArgs,
+  CtxGetExecAffinity: CtxGetExecAffinityArgs,
+  DeviceGetExecAffinitySupport: DeviceGetExecAffinitySupportArgs,
+  DeviceGetTexture1DLinearMaxWidth: DeviceGetTexture1DLinearMaxWidthArgs,
+  FlushGPUDirectRDMAWrites: FlushGPUDirectRDMAWritesArgs,
+  StreamGetAttribute: StreamGetAttributeArgs,
+  StreamSetAttribute: StreamSetAttributeArgs,
+  StreamCopyAttributes: StreamCopyAttributesArgs,
 };
 /** Word index of each argument by name, for code that decodes a frame in place from the receive buffer. */
 export const ARG_INDEX = {
@@ -423,4 +899,60 @@ export const ARG_INDEX = {
   EventElapsedTime: { start: 0, end: 1 },
   EventDestroy: { event: 0 },
   NvmlDeviceInfo: { dev: 0 },
+  StreamBeginCapture: { stream: 0, mode: 1, graph: 2 },
+  StreamEndCapture: { stream: 0, invalidated: 1 },
+  StreamCaptureStatus: { stream: 0 },
+  GraphCreate: { graph: 0, flags: 1 },
+  GraphDestroy: { graph: 0 },
+  GraphInstantiate: { exec: 0, graph: 1, flags: 2 },
+  GraphExecDestroy: { exec: 0 },
+  GraphLaunch: { exec: 0, stream: 1 },
+  GraphUpload: { exec: 0, stream: 1 },
+  GraphExecUpdate: { exec: 0, graph: 1 },
+  MemPoolCreate: { pool: 0, allocType: 1, handleTypes: 2, locType: 3, locId: 4, maxSize: 5 },
+  MemPoolDestroy: { pool: 0 },
+  DeviceSetMemPool: { dev: 0, pool: 1 },
+  MemPoolSetAttribute: { pool: 0, attr: 1, value: 2 },
+  MemPoolGetAttribute: { pool: 0, attr: 1 },
+  MemPoolTrimTo: { pool: 0, keep: 1 },
+  MemAllocFromPoolAsync: { bytes: 0, pool: 1, stream: 2 },
+  MemPoolSetAccess: { pool: 0, locType: 1, locId: 2, flags: 3 },
+  MemPoolGetAccess: { pool: 0, locType: 1, locId: 2 },
+  MemGetAllocationGranularity: { allocType: 0, handleTypes: 1, locType: 2, locId: 3, option: 4 },
+  MemAddressReserve: { size: 0, alignment: 1, addr: 2, flags: 3 },
+  MemAddressFree: { ptr: 0, size: 1 },
+  MemCreate: { handle: 0, size: 1, allocType: 2, handleTypes: 3, locType: 4, locId: 5, allocFlags: 6, flags: 7 },
+  MemRelease: { handle: 0 },
+  MemMap: { ptr: 0, size: 1, offset: 2, handle: 3, flags: 4 },
+  MemUnmap: { ptr: 0, size: 1 },
+  MemSetAccess: { ptr: 0, size: 1, locType: 2, locId: 3, flags: 4 },
+  MemGetAccess: { locType: 0, locId: 1, ptr: 2 },
+  Memcpy2dHtoD: { dst: 0, dpitch: 1, width: 2, rows: 3, stream: 4, isAsync: 5 },
+  Memcpy2dDtoH: { src: 0, spitch: 1, width: 2, rows: 3, stream: 4 },
+  Memcpy3dDtoD: { dst: 0, dpitch: 1, dheight: 2, src: 3, spitch: 4, sheight: 5, width: 6, rows: 7, depth: 8, stream: 9, isAsync: 10 },
+  Memset2d: { dst: 0, pitch: 1, value: 2, elemSize: 3, width: 4, height: 5, stream: 6, isAsync: 7 },
+  StreamMemOp: { stream: 0, kind: 1, addr: 2, valueLo: 3, valueHi: 4, flags: 5 },
+  DevicePeerQuery: { attrib: 0, dev: 1, peer: 2 },
+  CtxPeerAccess: { peerCtx: 0, flags: 1, enable: 2 },
+  TensorMapEncode: { kind: 0, dtype: 1, rank: 2, addr: 3, interleave: 4, swizzle: 5, l2: 6, oob: 7 },
+  TensorMapReplaceAddress: { addr: 0 },
+  LaunchKernelEx: { func: 0, gx: 1, gy: 2, gz: 3, bx: 4, by: 5, bz: 6, smem: 7, stream: 8, nattrs: 9 },
+  OccupancyCluster: { which: 0, func: 1, gx: 2, gy: 3, gz: 4, bx: 5, by: 6, bz: 7, smem: 8, stream: 9, nattrs: 10 },
+  OccupancyAvailableDynamicSMem: { func: 0, numBlocks: 1, blockSize: 2 },
+  ModuleLoadDataEx: { module: 0, nopts: 1 },
+  LinkCreate: { link: 0, nopts: 1 },
+  LinkAddData: { link: 0, type: 1, nopts: 2, nameLen: 3 },
+  LinkComplete: { link: 0 },
+  LinkDestroy: { link: 0 },
+  ModuleFunctionCount: { module: 0 },
+  ModuleEnumerate: { module: 0, max: 1 },
+  CtxSetCacheConfig: { config: 0 },
+  CtxSetSharedMemConfig: { config: 0 },
+  CtxGetExecAffinity: { type: 0 },
+  DeviceGetExecAffinitySupport: { type: 0, dev: 1 },
+  DeviceGetTexture1DLinearMaxWidth: { format: 0, channels: 1, dev: 2 },
+  FlushGPUDirectRDMAWrites: { target: 0, scope: 1 },
+  StreamGetAttribute: { stream: 0, attr: 1 },
+  StreamSetAttribute: { stream: 0, attr: 1 },
+  StreamCopyAttributes: { dst: 0, src: 1 },
 } as const;
