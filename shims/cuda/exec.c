@@ -2,6 +2,7 @@
  * so creating one costs no round trip; kernel parameter layouts come from the host (its driver's param
  * info, or the module image when the driver has none). */
 #include "shim.h"
+#include "capture.h"
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -204,7 +205,7 @@ EXPORT CUresult cuOccupancyMaxPotentialBlockSize(int *g, int *b, smol_func *f, v
 
 /* The configuration limits the device reports (cached at connect): a launch outside them fails here,
  * as the driver's does, instead of at the next synchronising call. */
-static CUresult launch_dims(int dev, unsigned gx, unsigned gy, unsigned gz, unsigned bx, unsigned by, unsigned bz, unsigned smem) {
+CUresult smol_launch_dims(int dev, unsigned gx, unsigned gy, unsigned gz, unsigned bx, unsigned by, unsigned bz, unsigned smem) {
   const int32_t *a = smol_devices[dev].attrs; /* 1 threads/block, 2-4 block dims, 5-7 grid dims, 97 smem optin */
   if (!gx || !gy || !gz || !bx || !by || !bz) return CUDA_ERROR_INVALID_VALUE;
   if ((uint64_t)bx * by * bz > (uint32_t)a[0] || bx > (uint32_t)a[1] || by > (uint32_t)a[2] || bz > (uint32_t)a[3]) return CUDA_ERROR_INVALID_VALUE;
@@ -212,19 +213,14 @@ static CUresult launch_dims(int dev, unsigned gx, unsigned gy, unsigned gz, unsi
   if (a[96] > 0 && smem > (uint32_t)a[96]) return CUDA_ERROR_INVALID_VALUE;
   return CUDA_SUCCESS;
 }
-EXPORT CUresult cuLaunchKernel(smol_func *f, unsigned gx, unsigned gy, unsigned gz, unsigned bx, unsigned by, unsigned bz,
-                               unsigned smem, void *s, void **params, void **extra) {
-  if (!fn_ok(f)) return CUDA_ERROR_INVALID_HANDLE;
-  smol_ctx *c; uint64_t sid;
-  CUresult r = smol_ctx_arg(&c); if (r) return r;
-  r = launch_dims(c->dev, gx, gy, gz, bx, by, bz, smem); if (!r) r = smol_stream_arg(s, &sid); if (r) return r;
+/* Packs a launch's arguments into buf (f->argbytes bytes, at most 4096) by the function's layout. */
+CUresult smol_pack_args(smol_func *f, void **params, void **extra, unsigned char *buf) {
   if (f->nparams == 0xffffffffu) {
     if (!__atomic_exchange_n(&f->warned, 1, __ATOMIC_RELAXED))
       smol_log("cuLaunchKernel of %s failed: CUDA_ERROR_NOT_SUPPORTED: %s", f->name, f->why ? f->why : "the host gives no parameter layout");
     return CUDA_ERROR_NOT_SUPPORTED;
   }
-  unsigned char buf[4096];
-  if (f->argbytes > sizeof buf) return CUDA_ERROR_NOT_SUPPORTED;
+  if (f->argbytes > SMOL_MAX_ARGBYTES) return CUDA_ERROR_NOT_SUPPORTED;
   memset(buf, 0, f->argbytes);
   if (params) {
     for (unsigned i = 0; i < f->nparams; i++) memcpy(buf + f->layout[2 * i], params[i], f->layout[2 * i + 1]);
@@ -237,12 +233,23 @@ EXPORT CUresult cuLaunchKernel(smol_func *f, unsigned gx, unsigned gy, unsigned 
     if (!pb && f->nparams) return CUDA_ERROR_INVALID_VALUE;
     if (pb) memcpy(buf, pb, psz < f->argbytes ? psz : f->argbytes);
   } else if (f->nparams) return CUDA_ERROR_INVALID_VALUE;
+  return CUDA_SUCCESS;
+}
+EXPORT CUresult cuLaunchKernel(smol_func *f, unsigned gx, unsigned gy, unsigned gz, unsigned bx, unsigned by, unsigned bz,
+                               unsigned smem, void *s, void **params, void **extra) {
+  if (!fn_ok(f)) return CUDA_ERROR_INVALID_HANDLE;
+  smol_ctx *c; uint64_t sid;
+  CUresult r = smol_ctx_arg(&c); if (r) return r;
+  r = smol_launch_dims(c->dev, gx, gy, gz, bx, by, bz, smem); if (!r) r = smol_stream_arg(s, &sid); if (!r) r = smol_capture(s, SMOL_CW_DEVICE, NULL); if (r) return r;
+  unsigned char buf[SMOL_MAX_ARGBYTES];
+  r = smol_pack_args(f, params, extra, buf); if (r) return r;
   uint64_t a[9] = { f->id, gx, gy, gz, bx, by, bz, smem, sid };
   return smol_fire_ctx(c->id, SMOL_OP_LAUNCH_KERNEL, a, 9, buf, f->argbytes);
 }
-typedef struct { unsigned gx, gy, gz, bx, by, bz, smem; void *stream; void *attrs; unsigned nattrs; } launch_config;
-EXPORT CUresult cuLaunchKernelEx(const launch_config *c, smol_func *f, void **params, void **extra) {
+/* With attributes it is attrs.c's (smol_launch_ex); without, the plain launch. */
+EXPORT CUresult cuLaunchKernelEx(const smol_launch_config *c, smol_func *f, void **params, void **extra) {
   if (!c) return CUDA_ERROR_INVALID_VALUE;
+  if (c->nattrs) return smol_launch_ex(c, f, params, extra);
   return cuLaunchKernel(f, c->gx, c->gy, c->gz, c->bx, c->by, c->bz, c->smem, c->stream, params, extra);
 }
 EXPORT CUresult cuLaunchCooperativeKernel(smol_func *f, unsigned gx, unsigned gy, unsigned gz, unsigned bx, unsigned by, unsigned bz, unsigned smem, void *s, void **params) {
@@ -275,8 +282,8 @@ static CUresult stream_arg(void *s, uint64_t *id) {
   CUresult r = (uintptr_t)s <= 2 ? smol_need_ctx() : smol_need_init();
   return r ? r : smol_stream_arg(s, id);
 }
-EXPORT CUresult cuStreamSynchronize(void *s) { uint64_t id; CUresult r = stream_arg(s, &id); if (r) return r; return smol_call(SMOL_OP_STREAM_SYNCHRONIZE, &id, 1, NULL, 0, NULL, 0, NULL, 0, NULL); }
-EXPORT CUresult cuStreamQuery(void *s) { uint64_t id; CUresult r = stream_arg(s, &id); if (r) return r; return smol_call(SMOL_OP_STREAM_QUERY, &id, 1, NULL, 0, NULL, 0, NULL, 0, NULL); }
+EXPORT CUresult cuStreamSynchronize(void *s) { uint64_t id; CUresult r = stream_arg(s, &id); if (!r) r = smol_capture(s, SMOL_CW_SYNC, NULL); if (r) return r; return smol_call(SMOL_OP_STREAM_SYNCHRONIZE, &id, 1, NULL, 0, NULL, 0, NULL, 0, NULL); }
+EXPORT CUresult cuStreamQuery(void *s) { uint64_t id; CUresult r = stream_arg(s, &id); if (!r) r = smol_capture(s, SMOL_CW_SYNC, NULL); if (r) return r; return smol_call(SMOL_OP_STREAM_QUERY, &id, 1, NULL, 0, NULL, 0, NULL, 0, NULL); }
 EXPORT CUresult cuStreamGetPriority(smol_stream *s, int *p) { uint64_t id; CUresult r = stream_arg(s, &id); if (r) return r; if (!p) return CUDA_ERROR_INVALID_VALUE; *p = (uintptr_t)s <= 2 ? 0 : s->priority; return CUDA_SUCCESS; }
 EXPORT CUresult cuStreamGetFlags(smol_stream *s, unsigned *f) { uint64_t id; CUresult r = stream_arg(s, &id); if (r) return r; if (!f) return CUDA_ERROR_INVALID_VALUE; *f = (uintptr_t)s <= 2 ? 0 : s->flags; return CUDA_SUCCESS; }
 EXPORT CUresult cuStreamGetId(void *s, unsigned long long *id) { uint64_t i; CUresult r = stream_arg(s, &i); if (r) return r; if (!id) return CUDA_ERROR_INVALID_VALUE; *id = i; return CUDA_SUCCESS; }
@@ -288,6 +295,7 @@ EXPORT CUresult cuStreamWaitEvent(void *s, smol_event *e, unsigned flags) {
   CUresult r = stream_arg(s, &a[0]); if (r) return r;
   if (!ev_ok(e)) return CUDA_ERROR_INVALID_HANDLE;
   if (flags > 1) return CUDA_ERROR_INVALID_VALUE; /* CU_EVENT_WAIT_DEFAULT, CU_EVENT_WAIT_EXTERNAL */
+  if ((r = smol_capture(s, SMOL_CW_WAIT, e))) return r;
   a[1] = e->id;
   return smol_fire(SMOL_OP_STREAM_WAIT_EVENT, a, 3, NULL, 0);
 }
@@ -295,6 +303,7 @@ EXPORT CUresult cuStreamWaitEvent(void *s, smol_event *e, unsigned flags) {
 EXPORT CUresult cuLaunchHostFunc(void *s, void (*fn)(void *), void *data) {
   uint64_t id; CUresult r = stream_arg(s, &id); if (r) return r;
   if (!fn) return CUDA_ERROR_INVALID_VALUE;
+  if ((r = smol_capture(s, SMOL_CW_HOSTFN, NULL))) return r;
   r = cuStreamSynchronize(s);
   if (!r) fn(data);
   return r;
@@ -322,6 +331,7 @@ EXPORT CUresult cuEventRecordWithFlags(smol_event *e, void *s, unsigned f) {
   uint64_t a[2];
   CUresult r = ev_id(e, &a[0]); if (!r) r = stream_arg(s, &a[1]); if (r) return r;
   if (f > 1) return CUDA_ERROR_INVALID_VALUE; /* CU_EVENT_RECORD_DEFAULT, CU_EVENT_RECORD_EXTERNAL */
+  if ((r = smol_capture(s, SMOL_CW_RECORD, e))) return r;
   r = smol_fire(SMOL_OP_EVENT_RECORD, a, 2, NULL, 0);
   if (!r) __atomic_store_n(&e->recorded, 1, __ATOMIC_RELAXED);
   return r;

@@ -104,6 +104,14 @@ smol_ctx *smol_primary(int dev);
 /* exec.c: a stream argument's wire id; INVALID_HANDLE for one this process does not hold */
 CUresult smol_stream_arg(void *s, uint64_t *id);
 
+/* exec.c / attrs.c: launches. CUlaunchConfig and CUlaunchAttribute as cuda.h lays them out. */
+#define SMOL_MAX_ARGBYTES 4096
+typedef struct { uint32_t id; uint32_t pad; unsigned char value[64]; } smol_launch_attr;
+typedef struct { unsigned gx, gy, gz, bx, by, bz, smem; void *stream; const smol_launch_attr *attrs; unsigned nattrs; } smol_launch_config;
+CUresult smol_launch_dims(int dev, unsigned gx, unsigned gy, unsigned gz, unsigned bx, unsigned by, unsigned bz, unsigned smem);
+CUresult smol_pack_args(smol_func *f, void **params, void **extra, unsigned char *buf);
+CUresult smol_launch_ex(const smol_launch_config *c, smol_func *f, void **params, void **extra);
+
 /* exports.c */
 CUresult smol_integrity_check(unsigned version, uint64_t seconds, uint64_t out[2]);
 #endif
