@@ -15,6 +15,9 @@ export const PG_INSERT_CHUNK = 500;
 export const PG_TX_RETRIES = 10;
 /** Connections per process by default: a worker's transactions run one after another, and a host runs several workers. */
 export const PG_POOL_MAX = 4;
+/** A PostgreSQL server that accepts but never answers (a host gone behind a firewall, a stuck proxy) would
+ *  otherwise hold a connect for the OS's TCP timeout, minutes; SMOL_PG_CONNECT_TIMEOUT_MS overrides. */
+export const PG_CONNECT_TIMEOUT_MS = 10_000;
 
 /** How long a caller waits for the SQLite write lock before LedgerBusyError (SMOL_LEDGER_BUSY_MS overrides). */
 export const SQLITE_BUSY_BUDGET_MS = 60_000;

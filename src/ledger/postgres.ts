@@ -4,12 +4,12 @@
  */
 import pg from 'pg';
 import { LedgerVersionError } from './errors.js';
-import { LedgerError } from '../errors/index.js';
+import { ExitCode, LedgerError } from '../errors/index.js';
 import { postgresMigrations } from './postgres-migrations.js';
 import { PostgresReads } from './postgres-reads.js';
 import { inTransaction } from './pg-tx.js';
 import { attemptCount, DEADLINE_MISSED, holdsLease, rejectReason, settle, type Settlement } from './lease-rule.js';
-import { PG_INSERT_CHUNK, PG_POOL_MAX, PG_TX_RETRIES, RECLAIM_BATCH } from './limits.js';
+import { PG_CONNECT_TIMEOUT_MS, PG_INSERT_CHUNK, PG_POOL_MAX, PG_TX_RETRIES, RECLAIM_BATCH } from './limits.js';
 import { ITEM_COLUMNS, itemValues, rowToItem } from './rows.js';
 import type {
   AttemptTiming, BlobRef, CheckIssue, Claim, ClaimOptions, CompleteRequest, CompleteResult, EventKind, FailRequest, FailResult, InferenceOutcome,
@@ -18,6 +18,17 @@ import type {
 } from './types.js';
 
 type Client = pg.PoolClient;
+
+const NETWORK_CODES = new Set(['ECONNREFUSED', 'ECONNRESET', 'ENOTFOUND', 'EAI_AGAIN', 'ETIMEDOUT', 'EHOSTUNREACH', 'ENETUNREACH', 'EPIPE']);
+/** The server could not be reached or never answered: transient, unlike a refused password or a bad schema. */
+function unreachable(err: unknown): boolean {
+  const e = err as { code?: string; message?: string };
+  return NETWORK_CODES.has(e.code ?? '') || /timeout|Connection terminated/i.test(e.message ?? '');
+}
+function msFromEnv(name: string, fallback: number): number {
+  const v = Number(process.env[name]);
+  return Number.isInteger(v) && v > 0 ? v : fallback;
+}
 type Row = Record<string, unknown>;
 
 export class PostgresLedger implements Ledger {
@@ -29,7 +40,14 @@ export class PostgresLedger implements Ledger {
   }
 
   static async connect(opts: { url: string; max?: number }): Promise<PostgresLedger> {
-    const pool = new pg.Pool({ connectionString: opts.url, max: opts.max ?? PG_POOL_MAX });
+    const pool = new pg.Pool({
+      connectionString: opts.url, max: opts.max ?? PG_POOL_MAX,
+      connectionTimeoutMillis: msFromEnv('SMOL_PG_CONNECT_TIMEOUT_MS', PG_CONNECT_TIMEOUT_MS),
+      // A peer that vanishes mid-statement without a FIN is noticed by TCP keepalive rather than never. No
+      // client-side query_timeout: pg arms it on COPY streams too, which never clear it, so every blob read
+      // would end in a late 'Query read timeout' error and hold the process open until it fired.
+      keepAlive: true, keepAliveInitialDelayMillis: 5_000,
+    });
     pool.on('error', () => { /* idle client errors surface on the next query */ });
     // pg-pool drops its own listener while a client is checked out, so a server restart (57P01) or a reset
     // between two statements of a transaction would be an unhandled 'error' that kills the worker; the
@@ -41,7 +59,12 @@ export class PostgresLedger implements Ledger {
     } catch (err) {
       await pool.end();
       if (err instanceof LedgerError) throw err;
-      throw new LedgerError(`opening ledger failed: ${(err as Error).message}`, { cause: err, where: opts.url.replace(/:[^:@/]*@/, ':***@') });
+      const where = opts.url.replace(/:[^:@/]*@/, ':***@');
+      if (unreachable(err)) {
+        throw new LedgerError(`opening ledger failed: cannot reach PostgreSQL (${(err as Error).message})`,
+          { cause: err, where, hint: 'Check the host and port in the ledger URL and that the server is up; retrying may work.' }, ExitCode.tempFail);
+      }
+      throw new LedgerError(`opening ledger failed: ${(err as Error).message}`, { cause: err, where });
     }
     return l;
   }
