@@ -40,6 +40,13 @@ export const tooLarge = (what: string, max: number) =>
 export const overCapOnRead = (digest: string, where: string, max: number) =>
   new IntegrityError(`blob ${digest} is larger than the blob size cap (${max} bytes); it was not read`, { where, hint: 'If the blob is genuine, raise SMOL_BLOB_MAX_BYTES; otherwise the store is damaged (`smol ledger check --blobs`).' });
 
+/** A remote store's whole blob in memory; its read has checked the digest by the time `chunks` ends. */
+export async function collect(chunks: AsyncIterable<Buffer>): Promise<Buffer> {
+  const parts: Buffer[] = [];
+  for await (const chunk of chunks) parts.push(chunk);
+  return Buffer.concat(parts);
+}
+
 /**
  * A remote store's blob as a local file (a stage reads its input from one): streamed to a temp file and renamed
  * into `cacheDir` only once `chunks` has ended, which is when the store's read has checked the digest.

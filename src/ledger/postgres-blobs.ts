@@ -11,7 +11,7 @@ import fs from 'node:fs';
 import { pipeline } from 'node:stream/promises';
 import type pg from 'pg';
 import { to as copyTo } from 'pg-copy-streams';
-import { blobMaxBytes, cacheBlobFile, digestOf, isDigest, overCapOnRead, tooLarge } from './blob-common.js';
+import { blobMaxBytes, cacheBlobFile, collect, digestOf, isDigest, overCapOnRead, tooLarge } from './blob-common.js';
 import type { BlobStore } from './blobs.js';
 import { IntegrityError } from './errors.js';
 import { inTransaction } from './pg-tx.js';
@@ -180,15 +180,8 @@ export class PostgresBlobStore implements BlobStore {
     if (total !== head.size || 'sha256:' + h.digest('hex') !== digest) throw corrupt('content hash differs');
   }
 
-  async get(digest: string): Promise<Buffer> {
-    const parts: Buffer[] = [];
-    for await (const chunk of this.read(digest)) parts.push(chunk);
-    return Buffer.concat(parts);
-  }
-
-  async getText(digest: string): Promise<string> {
-    return (await this.get(digest)).toString('utf8');
-  }
+  get(digest: string): Promise<Buffer> { return collect(this.read(digest)); }
+  async getText(digest: string): Promise<string> { return (await this.get(digest)).toString('utf8'); }
 
   async has(digest: string): Promise<boolean> {
     this.check(digest);

@@ -15,7 +15,7 @@ import {
   AbortMultipartUploadCommand, CompleteMultipartUploadCommand, CreateMultipartUploadCommand, GetObjectCommand,
   HeadBucketCommand, HeadObjectCommand, PutObjectCommand, UploadPartCommand, paginateListObjectsV2, type S3Client,
 } from '@aws-sdk/client-s3';
-import { blobMaxBytes, cacheBlobFile, digestOf, isDigest, overCapOnRead, tooLarge } from './blob-common.js';
+import { blobMaxBytes, cacheBlobFile, collect, digestOf, isDigest, overCapOnRead, tooLarge } from './blob-common.js';
 import type { BlobStore } from './blobs.js';
 import { IntegrityError } from './errors.js';
 import { BLOB_CHUNK_BYTES } from './limits.js';
@@ -258,15 +258,8 @@ export class S3BlobStore implements BlobStore {
     }
   }
 
-  async get(digest: string): Promise<Buffer> {
-    const parts: Buffer[] = [];
-    for await (const chunk of this.read(digest)) parts.push(chunk);
-    return Buffer.concat(parts);
-  }
-
-  async getText(digest: string): Promise<string> {
-    return (await this.get(digest)).toString('utf8');
-  }
+  get(digest: string): Promise<Buffer> { return collect(this.read(digest)); }
+  async getText(digest: string): Promise<string> { return (await this.get(digest)).toString('utf8'); }
 
   /** Streams the blob to a temp file and renames it into the cache only once the digest has checked out. */
   async fileOf(digest: string): Promise<string> {
