@@ -9,8 +9,10 @@ import { ProtocolViolation, Session, u64, type Reply } from './session.js';
 
 const HDR = PROTOCOL.headerSize;
 const MAX = PROTOCOL.maxPayload;
-const nargs = new Int32Array(256).fill(-1);
-const nouts = new Int32Array(256).fill(0);
+// Indexed by op id: the areas' ops run to 289, past a u8's range.
+const OP_SLOTS = Math.max(...OP_ROWS.map((r) => r.id)) + 1;
+const nargs = new Int32Array(OP_SLOTS).fill(-1);
+const nouts = new Int32Array(OP_SLOTS).fill(0);
 for (const r of OP_ROWS) { nargs[r.id] = r.nargs; nouts[r.id] = r.nouts; }
 
 const EMPTY = Buffer.alloc(0);
