@@ -169,10 +169,6 @@ EXPORT CUresult cuCtxGetLimit(size_t *v, int limit) {
   return r;
 }
 EXPORT CUresult cuCtxSetLimit(int limit, size_t v) { CUresult r = smol_need_ctx(); if (r) return r; uint64_t a[2] = { (uint64_t)limit, v }; return smol_call(SMOL_OP_CTX_SET_LIMIT, a, 2, NULL, 0, NULL, 0, NULL, 0, NULL); }
-EXPORT CUresult cuCtxGetCacheConfig(int *c) { *c = 0; return CUDA_SUCCESS; }
-EXPORT CUresult cuCtxSetCacheConfig(int c) { (void)c; return CUDA_SUCCESS; }
-EXPORT CUresult cuCtxGetSharedMemConfig(int *c) { *c = 0; return CUDA_SUCCESS; }
-EXPORT CUresult cuCtxSetSharedMemConfig(int c) { (void)c; return CUDA_SUCCESS; }
 EXPORT CUresult cuCtxGetStreamPriorityRange(int *least, int *greatest) {
   uint64_t o[2];
   CUresult r = smol_need_ctx(); if (r) return r;
@@ -180,7 +176,6 @@ EXPORT CUresult cuCtxGetStreamPriorityRange(int *least, int *greatest) {
   if (!r) { if (least) *least = (int)(int32_t)o[0]; if (greatest) *greatest = (int)(int32_t)o[1]; }
   return r;
 }
-EXPORT CUresult cuCtxGetExecAffinity(void *p, int t) { (void)p; (void)t; return CUDA_ERROR_NOT_SUPPORTED; }
 
 EXPORT CUresult cuDevicePrimaryCtxRetain(smol_ctx **out, CUdevice d) {
   CUresult r = need_dev(d); if (r) return r;

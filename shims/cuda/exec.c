@@ -23,7 +23,7 @@ static void *obj_alloc(size_t n) { void *p = aligned_alloc(16, (n + 15) & ~(size
 
 /* Bytes of a fatbin, fatbin wrapper, cubin (ELF) or PTX image; the wrapper is unwrapped because its
  * pointer means nothing on the host. */
-static const unsigned char *image_extent(const void *image, size_t *n) {
+const unsigned char *smol_image_extent(const void *image, size_t *n) { /* also jit.c's */
   const unsigned char *p = image;
   uint32_t magic; memcpy(&magic, p, 4);
   if (magic == 0x466243b1u) { memcpy(&p, p + 8, sizeof p); memcpy(&magic, p, 4); }
@@ -39,7 +39,7 @@ static const unsigned char *image_extent(const void *image, size_t *n) {
 static CUresult load(smol_module **out, const void *image, int lib) {
   CUresult r = lib ? smol_need_init() : smol_need_ctx(); if (r) return r;
   if (!out || !image) return CUDA_ERROR_INVALID_VALUE;
-  size_t n; const unsigned char *p = image_extent(image, &n);
+  size_t n; const unsigned char *p = smol_image_extent(image, &n);
   if (n > SMOL_MAX_PAYLOAD - 64) { smol_log("module image of %zu bytes exceeds the %u-byte frame limit", n, SMOL_MAX_PAYLOAD); return CUDA_ERROR_NOT_SUPPORTED; }
   smol_module *m = obj_alloc(sizeof *m);
   m->magic = SMOL_MAGIC_OBJ; m->lib = lib; m->id = smol_mint(lib ? SMOL_KIND_LIBRARY : SMOL_KIND_MODULE);
@@ -49,13 +49,12 @@ static CUresult load(smol_module **out, const void *image, int lib) {
   *out = m; return CUDA_SUCCESS;
 }
 EXPORT CUresult cuModuleLoadData(smol_module **m, const void *image) { return load(m, image, 0); }
-EXPORT CUresult cuModuleLoadDataEx(smol_module **m, const void *image, unsigned n, void *o, void **v) { (void)n; (void)o; (void)v; return load(m, image, 0); }
 EXPORT CUresult cuModuleLoadFatBinary(smol_module **m, const void *image) { return load(m, image, 0); }
 static CUresult load_file(smol_module **m, const char *path, int lib) {
   CUresult r0 = lib ? smol_need_init() : smol_need_ctx(); if (r0) return r0;
   if (!m || !path) return CUDA_ERROR_INVALID_VALUE;
   FILE *f = fopen(path, "rb");
-  if (!f) return CUDA_ERROR_NOT_FOUND;
+  if (!f) return 301; /* CUDA_ERROR_FILE_NOT_FOUND, as cuModuleLoad documents */
   fseek(f, 0, SEEK_END); long n = ftell(f); fseek(f, 0, SEEK_SET);
   char *buf = calloc(1, (size_t)n + 1);
   size_t got = fread(buf, 1, (size_t)n, f); fclose(f);
