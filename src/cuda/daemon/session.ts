@@ -7,6 +7,7 @@ import { CudaError } from '../../errors/index.js';
 import type { CudaDriver } from './driver/cuda.js';
 import { OP, OP_ROWS, type ArgView } from '../protocol/index.js';
 import { HANDLER_BY_ID, argViewsById, launchInPlace } from './ops/index.js';
+import { releaseStreamWaits } from './ops/copies.js';
 import { ProtocolViolation, STAT, SessionState, type Reply, type SessionOptions } from './session-state.js';
 
 export { CU, ProtocolViolation, STAT, u64, type Reply, type SessionOptions } from './session-state.js';
@@ -46,6 +47,7 @@ export class Session extends SessionState {
   /** Frees everything the guest held: called when its connection ends, however it ended. */
   cleanup(): void {
     const d = this.drv;
+    releaseStreamWaits(this);
     for (const s of this.streams.values()) d.cuStreamDestroy(s);
     for (const e of this.events.values()) d.cuEventDestroy(e);
     for (const [p, a] of this.allocs) {

@@ -113,8 +113,9 @@ export const copyOps = {
     if (kind !== MEMOP.wait32 && kind !== MEMOP.write32 && !wide) return s.fire(CU.invalidValue);
     const size = wide ? 8 : 4;
     if (addr % size || !s.ownsRange(addr, size) || a.valueHi >= 2 ** 32 || a.valueLo >= 2 ** 32) return s.fire(CU.invalidValue);
-    if (!wide) return s.fire((kind === MEMOP.wait32 ? d.cuStreamWaitValue32 : d.cuStreamWriteValue32)(st, addr, a.valueLo, flags));
     const v = (BigInt(a.valueHi) << 32n) | BigInt(a.valueLo);
+    if (kind === MEMOP.wait32 || kind === MEMOP.wait64) noteWait(s, { addr, value: v, flags, wide });
+    if (!wide) return s.fire((kind === MEMOP.wait32 ? d.cuStreamWaitValue32 : d.cuStreamWriteValue32)(st, addr, a.valueLo, flags));
     return s.fire((kind === MEMOP.wait64 ? d.cuStreamWaitValue64 : d.cuStreamWriteValue64)(st, addr, v, flags));
   },
 
@@ -131,3 +132,49 @@ export const copyOps = {
     return s.ret(a.enable ? s.drv.cuCtxEnablePeerAccess(peer, a.flags) : s.drv.cuCtxDisablePeerAccess(peer));
   },
 } satisfies Partial<OpHandlers>;
+
+/**
+ * Waits a guest enqueued, so that when its session ends they can be released: a wait nobody satisfies
+ * would otherwise hold its stream, and with it the cleanup (cuMemFree, cuCtxDestroy wait for the
+ * stream's work) and this whole session process, forever. Natively the process's exit frees the GPU
+ * regardless; here the daemon must. The most recent ones are kept: older ones were most likely met.
+ */
+interface Wait { addr: number; value: bigint; flags: number; wide: boolean }
+const MAX_WAITS = 1024;
+const waits = new WeakMap<SessionState, Wait[]>();
+function noteWait(s: SessionState, w: Wait): void {
+  let list = waits.get(s);
+  if (!list) { list = []; waits.set(s, list); }
+  if (list.length >= MAX_WAITS) list.shift();
+  list.push(w);
+}
+
+/** A value that meets the wait's condition, or undefined when none can (AND with 0, NOR with all ones). */
+export function satisfying(w: Wait): bigint | undefined {
+  const ones = w.wide ? 2n ** 64n - 1n : 2n ** 32n - 1n;
+  switch (w.flags & 3) {
+    case 0: case 1: return w.value;  // GEQ, EQ
+    case 2: return w.value ? ones : undefined; // AND
+    default: return w.value === ones ? undefined : 0n; // NOR
+  }
+}
+
+/**
+ * Called as the session ends, before its streams and memory are released: writes, on a stream of its
+ * own that waits for nothing, a value meeting each recorded wait whose memory the session still owns.
+ */
+export function releaseStreamWaits(s: SessionState): void {
+  const list = waits.get(s);
+  if (!list?.length) return;
+  waits.delete(s);
+  const d = s.drv;
+  if (d.cuStreamCreateWithPriority(s.out1, 1, 0)) return;
+  const st = s.num(s.out1[0]);
+  for (const w of list) {
+    const v = satisfying(w);
+    if (v === undefined || !s.ownsRange(w.addr, w.wide ? 8 : 4)) continue;
+    if (w.wide) d.cuStreamWriteValue64(st, w.addr, v, 0); else d.cuStreamWriteValue32(st, w.addr, Number(v), 0);
+  }
+  d.cuStreamSynchronize(st);
+  d.cuStreamDestroy(st);
+}
