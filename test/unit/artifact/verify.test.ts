@@ -5,6 +5,7 @@ import { ArtifactError, ExitCode } from '../../../src/errors/index.js';
 import { extractArtifact, generateKeyPair, packArtifact, verifyArtifact, type ArtifactManifest } from '../../../src/artifact/index.js';
 import { FOOTER_SIZE } from '../../../src/artifact/footer.js';
 import { makeInputs, tempDir, type Inputs } from './helpers.js';
+import { ciOrLong, longTests } from '../../helpers/long.js';
 
 /** Layout of a packed artifact, from the spec: header 512, data padded to 512, per member; then 1024 zero bytes and the footer. */
 function regions(m: ArtifactManifest, manifestLength: number) {
@@ -106,11 +107,16 @@ describe('verifyArtifact', () => {
     }
   });
 
-  it('detects a flip of any single byte (every 211th byte of a small artifact, plus the footer)', async () => {
+  // a prime under the 512-byte tar block hits every header and block; in the footer every byte of the fixed
+  // fields (0..32), and of the two digests and the signature, whose bytes all play one part, every 7th and
+  // their ends. SMOL_TEST_LONG=1: every 211th byte and the whole footer.
+  const stride = ciOrLong(509, 211);
+  const footerBytes = Array.from({ length: FOOTER_SIZE }, (_, i) => i).filter((i) => longTests || i < 32 || i % 7 === 0 || [63, 64, 95, 96, 159].includes(i));
+  it(`detects a flip of any single byte (every ${stride}th byte of a small artifact, plus ${footerBytes.length} of the footer's)`, async () => {
     const small = path.join(dir, 'small.smolmachine');
     await packArtifact({ kernel: inputs.kernel, initrd: inputs.initrd, out: small, signKey: keys.privateKey, createdAt: '2026-01-01T00:00:00Z' });
     const bytes = await readFile(small);
-    const offsets = [...Array.from({ length: Math.ceil(bytes.length / 211) }, (_, i) => i * 211), ...Array.from({ length: FOOTER_SIZE }, (_, i) => bytes.length - FOOTER_SIZE + i)];
+    const offsets = [...Array.from({ length: Math.ceil(bytes.length / stride) }, (_, i) => i * stride), ...footerBytes.map((i) => bytes.length - FOOTER_SIZE + i)];
     let detected = 0;
     for (const off of offsets) {
       const b = Buffer.from(bytes);
