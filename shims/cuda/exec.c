@@ -261,7 +261,7 @@ EXPORT CUresult cuStreamCreateWithPriority(smol_stream **out, unsigned flags, in
   CUresult r = smol_need_ctx(); if (r) return r;
   if (!out || (flags & ~STREAM_FLAGS)) return CUDA_ERROR_INVALID_VALUE;
   smol_stream *s = obj_alloc(sizeof *s);
-  s->magic = SMOL_MAGIC_OBJ; s->id = smol_mint(SMOL_KIND_STREAM); s->flags = flags; s->priority = prio;
+  s->magic = SMOL_MAGIC_OBJ; s->id = smol_mint(SMOL_KIND_STREAM); s->flags = flags; s->priority = prio; s->ctx = smol_current();
   uint64_t a[3] = { s->id, flags, (uint32_t)prio };
   r = smol_fire(SMOL_OP_STREAM_CREATE, a, 3, NULL, 0);
   if (r) { free(s); return r; }
@@ -286,9 +286,11 @@ EXPORT CUresult cuStreamQuery(void *s) { uint64_t id; CUresult r = stream_arg(s,
 EXPORT CUresult cuStreamGetPriority(smol_stream *s, int *p) { uint64_t id; CUresult r = stream_arg(s, &id); if (r) return r; if (!p) return CUDA_ERROR_INVALID_VALUE; *p = (uintptr_t)s <= 2 ? 0 : s->priority; return CUDA_SUCCESS; }
 EXPORT CUresult cuStreamGetFlags(smol_stream *s, unsigned *f) { uint64_t id; CUresult r = stream_arg(s, &id); if (r) return r; if (!f) return CUDA_ERROR_INVALID_VALUE; *f = (uintptr_t)s <= 2 ? 0 : s->flags; return CUDA_SUCCESS; }
 EXPORT CUresult cuStreamGetId(void *s, unsigned long long *id) { uint64_t i; CUresult r = stream_arg(s, &i); if (r) return r; if (!id) return CUDA_ERROR_INVALID_VALUE; *id = i; return CUDA_SUCCESS; }
-EXPORT CUresult cuStreamGetCtx(void *s, smol_ctx **c) { uint64_t i; CUresult r = stream_arg(s, &i); if (r) return r; if (!c) return CUDA_ERROR_INVALID_VALUE; *c = smol_current(); return CUDA_SUCCESS; }
+/* A created stream belongs to the context it was created in, whichever is current now. */
+static smol_ctx *stream_ctx(void *s) { return (uintptr_t)s <= 2 ? smol_current() : ((smol_stream *)s)->ctx; }
+EXPORT CUresult cuStreamGetCtx(void *s, smol_ctx **c) { uint64_t i; CUresult r = stream_arg(s, &i); if (r) return r; if (!c) return CUDA_ERROR_INVALID_VALUE; *c = stream_ctx(s); return CUDA_SUCCESS; }
 EXPORT CUresult cuStreamGetCtx_v2(void *s, smol_ctx **c, void **gc) { CUresult r = cuStreamGetCtx(s, c); if (!r && gc) *gc = NULL; return r; }
-EXPORT CUresult cuStreamGetDevice(void *s, CUdevice *d) { uint64_t i; CUresult r = stream_arg(s, &i); if (r) return r; if (!d) return CUDA_ERROR_INVALID_VALUE; *d = smol_current() ? smol_current()->dev : 0; return CUDA_SUCCESS; }
+EXPORT CUresult cuStreamGetDevice(void *s, CUdevice *d) { uint64_t i; CUresult r = stream_arg(s, &i); if (r) return r; if (!d) return CUDA_ERROR_INVALID_VALUE; *d = stream_ctx(s) ? stream_ctx(s)->dev : 0; return CUDA_SUCCESS; }
 EXPORT CUresult cuStreamWaitEvent(void *s, smol_event *e, unsigned flags) {
   uint64_t a[3] = { 0, 0, flags };
   CUresult r = stream_arg(s, &a[0]); if (r) return r;

@@ -35,7 +35,7 @@ struct smol_func {
   char *name;
   char *why; int warned; /* nparams == ~0u: why the host cannot tell the layout; logged at the first launch */
 };
-typedef struct smol_stream { uint32_t magic; uint64_t id; unsigned flags; int priority; } smol_stream;
+typedef struct smol_stream { uint32_t magic; uint64_t id; unsigned flags; int priority; smol_ctx *ctx; /* created in */ } smol_stream;
 typedef struct smol_event { uint32_t magic; uint64_t id; unsigned flags; int recorded; } smol_event;
 
 typedef struct smol_device {
