@@ -1238,6 +1238,15 @@ export interface operations {
                     "application/json": components["schemas"]["Error"];
                 };
             };
+            /** @description a host path outside `smol serve --host-paths`, or secret env under it */
+            403: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
             /** @description the machine is in the wrong state, or locked */
             409: {
                 headers: {
@@ -2313,6 +2322,15 @@ export interface operations {
                     "application/json": components["schemas"]["Packed"];
                 };
             };
+            /** @description a host path outside `smol serve --host-paths`, or secret env under it */
+            403: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
             /** @description no such machine or artifact */
             404: {
                 headers: {
@@ -2364,6 +2382,15 @@ export interface operations {
                     "application/json": components["schemas"]["ExecResult"];
                 };
             };
+            /** @description a host path outside `smol serve --host-paths`, or secret env under it */
+            403: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
             /** @description no such machine or artifact */
             404: {
                 headers: {
@@ -2413,6 +2440,15 @@ export interface operations {
                 };
                 content: {
                     "application/json": components["schemas"]["PackVerified"];
+                };
+            };
+            /** @description a host path outside `smol serve --host-paths`, or secret env under it */
+            403: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
                 };
             };
             /** @description no such machine or artifact */
@@ -2640,6 +2676,15 @@ export interface operations {
             };
             /** @description invalid options */
             400: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description a host path outside `smol serve --host-paths`, or secret env under it */
+            403: {
                 headers: {
                     [name: string]: unknown;
                 };

@@ -5,6 +5,8 @@ import { UserError } from '../../errors/index.js';
 import { mergeSpec } from '../../smolfile/merge.js';
 import { parseSmolfile } from '../../smolfile/load.js';
 import { checkPortsFree, checkVolumes, flagLabel, parseVolumeFlag, pauseMachine, resumeMachine, updateMachine } from '../../vm/api/machines.js';
+import { hostPaths } from '../context.js';
+import { hostPathRefused } from '../host-paths.js';
 import { machineView } from '../machine-view.js';
 import { defineRoute, type Route } from '../router.js';
 import { errorSchema } from '../schemas/error.js';
@@ -20,10 +22,11 @@ export const routes: Route[] = [
     method: 'POST', path: '/v1/machines', operationId: 'createMachine', tags: ['machines'],
     summary: 'Create a machine (the options of `smol machine create`, or a Smolfile), and start it with start: true',
     body: createMachineSchema,
-    responses: { 201: machine('the machine made'), 400: { description: 'invalid options', schema: errorSchema }, ...conflict },
+    responses: { 201: machine('the machine made'), 400: { description: 'invalid options', schema: errorSchema }, ...hostPathRefused, ...conflict },
     handle: async ({ ctx, body }) => {
       const base = body.smolfile === undefined ? undefined : parseSmolfile(typeof body.smolfile === 'string' ? body.smolfile : JSON.stringify(body.smolfile), 'body.smolfile');
       if (body.from && body.image) throw new UserError('from and image both name the image; pass one', { where: 'from' });
+      if (body.from) hostPaths(ctx).check(body.from, 'from'); // before the artifact is opened
       // as `machine create --from`: the artifact's recorded shape is the default (a memory-carrying artifact
       // resumes only into a machine of the shape it was packed from); the body's fields, or a Smolfile, override
       const art = body.from && !base ? (await inspectArtifact(path.resolve(body.from))).manifest : undefined;
@@ -32,6 +35,7 @@ export const routes: Route[] = [
         image: body.from ?? body.image, cpus: body.cpus ?? art?.resources.cpus, memory: body.memory ?? art?.resources.memoryMiB, net: body.net, forkable: body.forkable, ports: body.ports,
         env: art?.env || body.env ? { ...art?.env, ...body.env } : undefined, workdir: body.workdir ?? art?.workdir, volumes, labels: body.labels,
       });
+      hostPaths(ctx).checkSpec(spec, body.smolfile === undefined ? 'body' : 'smolfile');
       checkVolumes(spec.volumes, flagLabel(spec.volumes));
       if (body.start) await checkPortsFree(spec.ports, body.name ?? 'the machine'); // a taken host port: nothing made
       let rec = await ctx.svc.create(spec, { name: body.name });

@@ -12,10 +12,12 @@ import { runEphemeral } from '../../vm/api/run.js';
 import { CappedBuffer } from '../exec-sinks.js';
 import { defineRoute, type Route } from '../router.js';
 import { errorSchema } from '../schemas/error.js';
+import { hostPaths } from '../context.js';
+import { hostPathRefused } from '../host-paths.js';
 import { EXEC_OUTPUT_DEFAULT_BYTES } from '../schemas/exec.js';
 import { packCreateSchema, packedSchema, packRunResultSchema, packRunSchema, packVerifiedSchema, packVerifySchema } from '../schemas/pack.js';
 
-const failures = { 404: { description: 'no such machine or artifact', schema: errorSchema }, 409: { description: 'the output exists (pass force), or the machine is busy', schema: errorSchema } };
+const failures = { 404: { description: 'no such machine or artifact', schema: errorSchema }, 409: { description: 'the output exists (pass force), or the machine is busy', schema: errorSchema }, ...hostPathRefused };
 
 export const routes: Route[] = [
   defineRoute({
@@ -23,6 +25,8 @@ export const routes: Route[] = [
     summary: 'Pack a machine into a .smolmachine at a host path (as trusted as the token: it writes as the server\'s user)',
     responses: { 201: { description: 'packed', schema: packedSchema }, ...failures },
     handle: async ({ ctx, body }) => {
+      hostPaths(ctx).check(body.output, 'output');
+      if (body.sign) hostPaths(ctx).check(body.sign, 'sign');
       if (!body.force && fs.existsSync(body.output)) throw new ConflictError(`${body.output} already exists`, { where: 'output', hint: 'Choose another path or pass force: true.' });
       setMachineSource(machinePackSource(() => ctx.svc));
       const { release, captured: _captured, ...inputs } = await getMachineSource().fromVm(body.machine, { withMemory: body.withMemory ?? false });
@@ -38,7 +42,9 @@ export const routes: Route[] = [
     method: 'POST', path: '/v1/pack/verify', operationId: 'packVerify', tags: ['pack'], body: packVerifySchema,
     summary: 'Check every digest of an artifact and its signature (ok: false names what failed)',
     responses: { 200: { description: 'the per-entry results', schema: packVerifiedSchema }, ...failures },
-    handle: async ({ body }) => {
+    handle: async ({ ctx, body }) => {
+      hostPaths(ctx).check(body.path, 'path');
+      if (body.key) hostPaths(ctx).check(body.key, 'key');
       if (!fs.existsSync(body.path)) throw new NotFoundError(`no such artifact: ${body.path}`, { where: 'path' });
       return { body: await verifyArtifact(body.path, { publicKey: body.key }) };
     },
@@ -48,6 +54,7 @@ export const routes: Route[] = [
     summary: 'Run an artifact in a throwaway machine (its entrypoint, or argv) and answer with the exec result',
     responses: { 200: { description: 'the command ran (whatever its exit code)', schema: packRunResultSchema }, ...failures },
     handle: async ({ ctx, body, signal }) => {
+      hostPaths(ctx).check(body.path, 'path');
       if (!fs.existsSync(body.path)) throw new NotFoundError(`no such artifact: ${body.path}`, { where: 'path' });
       const { manifest } = await inspectArtifact(body.path);
       const spec = mergeSpec(undefined, undefined, {

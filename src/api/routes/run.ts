@@ -7,6 +7,8 @@ import { parseSmolfile } from '../../smolfile/load.js';
 import { mergeSpec } from '../../smolfile/merge.js';
 import { exitCodeOf } from '../../vm/api/exec.js';
 import { runEphemeral } from '../../vm/api/run.js';
+import { hostPaths } from '../context.js';
+import { hostPathRefused } from '../host-paths.js';
 import { CappedBuffer } from '../exec-sinks.js';
 import { outputStrings } from './exec.js';
 import { defineRoute, type Route } from '../router.js';
@@ -18,10 +20,11 @@ export const routes: Route[] = [
   defineRoute({
     method: 'POST', path: '/v1/run', operationId: 'run', tags: ['exec'], body: runSchema,
     summary: 'Run one command in a throwaway machine and answer with its exit code and output (each stream capped)',
-    responses: { 200: { description: 'the command ran (whatever its exit code)', schema: execResultSchema }, 400: { description: 'invalid options', schema: errorSchema }, 413: { description: 'utf8 output too long as JSON: ask for base64', schema: errorSchema } },
+    responses: { 200: { description: 'the command ran (whatever its exit code)', schema: execResultSchema }, 400: { description: 'invalid options', schema: errorSchema }, ...hostPathRefused, 413: { description: 'utf8 output too long as JSON: ask for base64', schema: errorSchema } },
     handle: async ({ ctx, body, signal }) => {
       const base = body.smolfile === undefined ? undefined : parseSmolfile(typeof body.smolfile === 'string' ? body.smolfile : JSON.stringify(body.smolfile), 'body.smolfile');
       const spec = mergeSpec(base, undefined, { image: body.image, cpus: body.cpus, memory: body.memory, net: body.net, env: body.env, workdir: body.workdir });
+      hostPaths(ctx).checkSpec(spec, body.smolfile === undefined ? 'body' : 'smolfile');
       const cap = body.maxOutputBytes ?? EXEC_OUTPUT_DEFAULT_BYTES;
       const stdout = new CappedBuffer(cap);
       const stderr = new CappedBuffer(cap);

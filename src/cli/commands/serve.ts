@@ -15,6 +15,7 @@ import { allRoutes } from '../../api/routes/index.js';
 import { startApiServer } from '../../api/server.js';
 import { smolHome } from '../../util/paths.js';
 import { parseFlags } from '../machine-options.js';
+import { HostPathPolicy } from '../../api/host-paths.js';
 
 const VERSION = '0.1.0';
 
@@ -25,6 +26,7 @@ export const serveSchema = z.strictObject({
   tlsCert: z.string().min(1).optional(),
   tlsKey: z.string().min(1).optional(),
   insecureNoAuth: z.boolean().optional(),
+  hostPaths: z.string().min(1).optional(),
   json: z.boolean().optional(),
 }).refine((o) => !o.tlsCert === !o.tlsKey, { path: ['tlsKey'], message: '--tls-cert and --tls-key go together' })
   .refine((o) => o.listen || !(o.tokenFile || o.tlsCert || o.insecureNoAuth), { path: ['listen'], message: '--token-file, --tls-cert and --insecure-no-auth apply to --listen; the Unix socket is guarded by its file mode' });
@@ -62,6 +64,7 @@ export function register(program: Command): void {
     .option('--tls-cert <file>', 'serve TCP as HTTPS with this PEM certificate chain (with --tls-key)')
     .option('--tls-key <file>', 'the PEM private key of --tls-cert')
     .option('--insecure-no-auth', 'allow TCP without --token-file (anyone who can connect may run commands in machines)')
+    .option('--host-paths <dirs>', 'host paths a request may name (volumes, image and artifact paths, secret files, pack paths) only under these directories, comma-separated, or `none`; also refuses secret env (default: unrestricted, a token is a shell as this user)')
     .option('--json', 'print where it listens as one JSON line')
     .addHelpText('after', `
 Examples:
@@ -80,10 +83,11 @@ Examples:
       // read before anything listens, so a bad file is one clear error and nothing starts
       const tokens = o.tokenFile ? TokenSet.load(o.tokenFile) : undefined;
       const tls = readTls(o);
+      const hostPaths = HostPathPolicy.parse(o.hostPaths);
       if (listen && tokens && !tls && !isLoopback(listen.host)) process.stderr.write(`serve: warning: tokens travel in clear text on ${listen.host}; give --tls-cert/--tls-key\n`);
       const home = smolHome();
       const svc = openMachineService(home, (line) => process.stderr.write(`smol: ${line}\n`));
-      const ctx = { home, svc, metrics: new ApiMetrics(svc), version: VERSION };
+      const ctx = { home, svc, metrics: new ApiMetrics(svc), version: VERSION, hostPaths };
       const socket = path.resolve(o.socket ?? path.join(home, 'smol.sock'));
       const srv = await startApiServer(ctx, new Router(allRoutes), { socket, listen, tokens, tls });
       if (o.json) process.stdout.write(JSON.stringify({ socket: srv.socket, url: srv.url, tokens: tokens?.size ?? 0, tls: !!tls }) + '\n');
