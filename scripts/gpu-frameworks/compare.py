@@ -6,10 +6,20 @@ import sys
 RTOL = 1e-6
 
 
+def near(a, b):
+    try:
+        return abs(a - b) <= RTOL * max(abs(a), abs(b))
+    except TypeError:
+        return False
+
+
 def load(p):
     for line in open(p, errors="replace"):
         if line.startswith("RESULT "):
-            return json.loads(line[7:])
+            try:
+                return json.loads(line[7:])
+            except ValueError:
+                continue  # a program's own "RESULT name PASS" line, not a workload's JSON
     return None
 
 
@@ -29,7 +39,8 @@ def main():
             w = r["close"].get(k)
             if k.endswith("_err") or k.endswith("_vs_cpu") or k.endswith("_vs_torch") or k.endswith("_vs_eager"):
                 continue  # sanity figures, checked by each side's ok
-            if not isinstance(w, list) or len(w) != len(v) or any(abs(a - b) > RTOL * max(abs(a), abs(b)) for a, b in zip(v, w)):
+            # written as "not within" so that a NaN (or a non-number) on either side fails
+            if not isinstance(w, list) or len(w) != len(v) or not all(near(a, b) for a, b in zip(v, w)):
                 why.append(f"{k} beyond {RTOL} relative")
         for k in ("step_ms", "wall_ms"):
             if n["perf"].get(k) and r["perf"].get(k):
