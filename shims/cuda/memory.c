@@ -1,6 +1,7 @@
 /* Device memory: allocations, copies (split into protocol-sized chunks), memsets, host memory
  * (plain guest memory: there is no DMA across the channel), pointer attributes. */
 #include "shim.h"
+#include "capture.h"
 #include <stdlib.h>
 #include <string.h>
 
@@ -12,7 +13,7 @@ static CUresult alloc_args(CUdeviceptr *p, size_t n) {
 }
 EXPORT CUresult cuMemAlloc_v2(CUdeviceptr *p, size_t n) {
   uint64_t a = n, o = 0;
-  CUresult r = alloc_args(p, n); if (r) return r;
+  CUresult r = alloc_args(p, n); if (!r) r = smol_capture_unsafe(); if (r) return r;
   r = smol_call(SMOL_OP_MEM_ALLOC, &a, 1, NULL, 0, &o, 1, NULL, 0, NULL);
   if (!r) { *p = o; smol_track_alloc(o, n, 1); }
   return r;
@@ -77,6 +78,7 @@ static CUresult htod(CUdeviceptr d, const void *h, size_t n, void *s, int is_asy
   uint64_t sid;
   CUresult r = copy_args(s, &sid, n, !h); if (r || !n) return r;
   if (!smol_range_ok(d, n)) return CUDA_ERROR_INVALID_VALUE;
+  if ((r = smol_capture(s, SMOL_CW_HOST, NULL))) return r;
   for (size_t off = 0; off < n; off += SMOL_CHUNK_SIZE) {
     size_t len = n - off < SMOL_CHUNK_SIZE ? n - off : SMOL_CHUNK_SIZE;
     uint64_t a[3] = { d + off, sid, (uint64_t)is_async };
@@ -90,6 +92,7 @@ static CUresult dtoh(void *h, CUdeviceptr d, size_t n, void *s) {
   uint64_t sid;
   CUresult r0 = copy_args(s, &sid, n, !h); if (r0 || !n) return r0;
   if (!smol_range_ok(d, n)) return CUDA_ERROR_INVALID_VALUE;
+  if ((r0 = smol_capture(s, SMOL_CW_HOST, NULL))) return r0;
   for (size_t off = 0; off < n; off += SMOL_CHUNK_SIZE) {
     size_t len = n - off < SMOL_CHUNK_SIZE ? n - off : SMOL_CHUNK_SIZE, got = 0;
     uint64_t a[3] = { d + off, len, sid };
@@ -103,6 +106,7 @@ static CUresult dtod(CUdeviceptr d, CUdeviceptr src, size_t n, void *s, int is_a
   uint64_t a[5] = { d, src, n, 0, (uint64_t)is_async };
   CUresult r = copy_args(s, &a[3], n, 0); if (r || !n) return r;
   if (!smol_range_ok(d, n) || !smol_range_ok(src, n)) return CUDA_ERROR_INVALID_VALUE;
+  if ((r = smol_capture(s, SMOL_CW_DEVICE, NULL))) return r;
   return smol_fire(SMOL_OP_MEMCPY_DTO_D, a, 5, NULL, 0);
 }
 EXPORT CUresult cuMemcpyHtoD_v2(CUdeviceptr d, const void *h, size_t n) { return htod(d, h, n, NULL, 0); }
@@ -132,6 +136,7 @@ static CUresult set(CUdeviceptr d, unsigned v, unsigned elem, size_t n, void *s,
   CUresult r = smol_need_ctx(); if (!r) r = smol_stream_arg(s, &a[4]); if (r) return r;
   if (d % elem || n > SIZE_MAX / elem || !smol_range_ok(d, n * elem)) return CUDA_ERROR_INVALID_VALUE;
   if (!n) return CUDA_SUCCESS;
+  if ((r = smol_capture(s, SMOL_CW_DEVICE, NULL))) return r;
   return smol_fire(SMOL_OP_MEMSET, a, 6, NULL, 0);
 }
 EXPORT CUresult cuMemsetD8_v2(CUdeviceptr d, unsigned char v, size_t n) { return set(d, v, 1, n, NULL, 0); }
