@@ -72,12 +72,15 @@ export const poolOps = {
     return s.fire(s.drv.cuMemPoolDestroy(h));
   },
   DeviceSetMemPool: (s, a) => s.ret(s.drv.cuDeviceSetMemPool(a.dev, pool(s, a.pool))),
-  MemPoolSetAttribute(s, a) {
+  // u64 attribute values travel as 8 exact bytes in the blob (a release threshold is often UINT64_MAX,
+  // which a JavaScript number cannot hold); the `value` word carries the int attributes.
+  MemPoolSetAttribute(s, a, blob) {
     const h = pool(s, a.pool);
     if (a.attr < 1 || a.attr > ATTR_MAX) return s.ret(CU.invalidValue);
     value.fill(0);
     if (a.attr <= 3) value.writeInt32LE(a.value ? 1 : 0, 0);
-    else { value.writeUInt32LE(a.value % 2 ** 32, 0); value.writeUInt32LE(Math.floor(a.value / 2 ** 32) % 2 ** 32, 4); }
+    else if (blob.length === 8) blob.copy(value, 0, 0, 8);
+    else return s.ret(CU.invalidValue);
     return s.ret(s.drv.cuMemPoolSetAttribute(h, a.attr, value));
   },
   MemPoolGetAttribute(s, a) {
@@ -85,8 +88,9 @@ export const poolOps = {
     if (a.attr < 1 || a.attr > ATTR_MAX) return s.ret(CU.invalidValue, [0]);
     value.fill(0);
     const r = s.drv.cuMemPoolGetAttribute(h, a.attr, value);
-    const v = a.attr <= 3 ? value.readInt32LE(0) : value.readUInt32LE(0) + value.readUInt32LE(4) * 2 ** 32;
-    return s.ret(r, [r ? 0 : v]);
+    if (r) return s.ret(r, [0]);
+    value.copy(s.blobOut, 0, 0, 8);
+    return { status: CU.ok, outs: [a.attr <= 3 ? value.readInt32LE(0) >>> 0 : 0], blob: s.blobOut, blobLen: 8 };
   },
   MemPoolTrimTo: (s, a) => s.fire(s.drv.cuMemPoolTrimTo(pool(s, a.pool), a.keep)),
   MemAllocFromPoolAsync(s, a) {

@@ -6,6 +6,7 @@ export const poolOpSpecs: readonly OpSpec[] = [
   op(140, 'MemPoolCreate', ['pool', 'allocType', 'handleTypes', 'locType', 'locId', 'maxSize']),
   fire(141, 'MemPoolDestroy', ['pool']),
   op(142, 'DeviceSetMemPool', ['dev', 'pool']),
+  // u64 attributes (4-8) carry their 8 bytes as the blob both ways; `value` is the int attributes' (1-3).
   op(143, 'MemPoolSetAttribute', ['pool', 'attr', 'value']),
   op(144, 'MemPoolGetAttribute', ['pool', 'attr'], ['value']),
   fire(145, 'MemPoolTrimTo', ['pool', 'keep']),
