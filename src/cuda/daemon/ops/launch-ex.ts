@@ -84,7 +84,9 @@ export const launchExOps = {
   LaunchKernelEx(s, a, blob) {
     const d = s.drv.cuLaunchKernelEx;
     if (!d) return s.fire(CU.notSupported);
-    const f = launchFunc(s, a.func, blob.subarray(Math.min(blob.length, a.nattrs * ATTR_BYTES)));
+    if (a.nattrs > MAX_ATTRS) return s.fire(CU.invalidValue);
+    if (blob.length < a.nattrs * ATTR_BYTES) throw new ProtocolViolation('launch attributes past the frame');
+    const f = launchFunc(s, a.func, blob.subarray(a.nattrs * ATTR_BYTES));
     if (typeof f === 'number') return s.fire(f);
     const r = buildConfig(s, a, blob);
     if (r) return s.fire(r);
