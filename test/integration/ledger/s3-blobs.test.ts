@@ -216,7 +216,7 @@ describe('S3 blob store (s3rver)', () => {
     expect(lost.code, lost.stderr).toBe(69);
     expect(lost.stderr).toMatch(/reading input blob sha256:\w+ failed: .*bucket no-such-bucket does not exist.*lease released/);
     expect(lost.stderr).toContain('worker gave up after 1 infrastructure failures in a row (blob store)');
-    const w = await smolRun(['worker', '--blobs', blobs, '--concurrency', '2', '--exit-when-idle', '1s', '--json'], env);
+    const w = await smolRun(['worker', '--blobs', blobs, '--concurrency', '2', '--exit-when-idle', '250ms', '--json'], env);
     expect(w.code, w.stderr).toBe(0);
     const res = await smolRun(['rollout', 'results', 's3demo', '--blobs', blobs, '--json'], env);
     expect(res.code, res.stderr).toBe(0);

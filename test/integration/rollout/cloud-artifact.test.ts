@@ -54,7 +54,7 @@ describe.skipIf(skip)(`a registry environment on a fresh host${skip ? ` (skipped
     const digest = ref.slice(ref.indexOf('@') + 1);
     await cloud.submit('art', 'apiVersion: smol/v1\nkind: Rollout\nname: art\ndefaults: { maxAttempts: 1, timeout: 120s }\ngenerate: { count: 1, template: "in{i}" }\n'
       + `stages:\n  - name: look\n    kind: cpu\n    isolation: { vm: { artifact: "${ref}" } }\n    command: [sh, -c, 'echo "$(cat /root/env-marker) $(tr a-z A-Z)"']\n`);
-    const w = cloud.worker('w1', ['--isolation', 'vm', '--kind', 'cpu', '--concurrency', '1', '--lease', '10s', '--exit-when-idle', '2s'], hostEnv());
+    const w = cloud.worker('w1', ['--isolation', 'vm', '--kind', 'cpu', '--concurrency', '1', '--lease', '10s', '--exit-when-idle', '250ms'], hostEnv());
     expect(await w.exited, w.stderr).toBe(0);
     expect(w.events.filter((e) => e.type === 'completed')).toHaveLength(1);
     // it pulled the artifact itself and made its own fork point from the packed memory

@@ -133,7 +133,7 @@ describe('gateway faults (real processes)', () => {
     };
     const g1 = start('0');
     const url = String((await g1.waitFor((e) => typeof e.url === 'string')).url);
-    const w = worker(['--gateway', url, '--concurrency', '3', '--lease', '5s', '--exit-when-idle', '1s']);
+    const w = worker(['--gateway', url, '--concurrency', '3', '--lease', '5s', '--exit-when-idle', '250ms']);
     while (up.calls.length === 0) await sleep(20); // the batch is at the upstream now
     expect(up.calls[0].prompts).toHaveLength(3);
     g1.kill('SIGKILL');

@@ -66,7 +66,8 @@ async function submit(file: string, home: string): Promise<void> {
 }
 
 function work(home: string, extra: string[] = []): Proc {
-  const w = smol(['worker', '--json', '--isolation', 'vm', '--kind', 'cpu', '--exit-when-idle', '2s', ...extra], envOf(home));
+  // idle means nothing queued or leased anywhere (rollout/worker.ts): a short wait for it loses nothing
+  const w = smol(['worker', '--json', '--isolation', 'vm', '--kind', 'cpu', '--exit-when-idle', '250ms', ...extra], envOf(home));
   procs.push(w);
   return w;
 }

@@ -39,7 +39,8 @@ function manifest(name: string, stage: string, count: number): string {
 async function submitAndWork(file: string, workerArgs: string[]): Promise<void> {
   const sub = await smolRun(['rollout', 'submit', file, '--json'], env);
   expect(sub.code, sub.stderr).toBe(0);
-  const w = smol(['worker', '--json', '--isolation', 'vm', '--exit-when-idle', '1s', ...workerArgs], env);
+  // idle means nothing queued or leased anywhere (rollout/worker.ts): a short wait for it loses nothing
+  const w = smol(['worker', '--json', '--isolation', 'vm', '--exit-when-idle', '250ms', ...workerArgs], env);
   procs.push(w);
   expect(await w.exited, w.stderr).toBe(0);
 }
@@ -131,7 +132,7 @@ describe('smol worker --isolation vm (real QEMU)', () => {
   it('a process-isolated worker refuses a stage that asks for a VM, without retrying it', async () => {
     const file = manifest('needvm', '  - name: s\n    kind: cpu\n    maxAttempts: 3\n    isolation: vm\n    command: [\'true\']\n', 1);
     expect((await smolRun(['rollout', 'submit', file], env)).code).toBe(0);
-    const w = smol(['worker', '--json', '--exit-when-idle', '1s'], env);
+    const w = smol(['worker', '--json', '--exit-when-idle', '250ms'], env);
     procs.push(w);
     expect(await w.exited, w.stderr).toBe(0);
     const l = new SqliteLedger({ path: path.join(home, 'ledger.db') });
