@@ -54,7 +54,11 @@ export async function collect(chunks: AsyncIterable<Buffer>): Promise<Buffer> {
 export async function cacheBlobFile(cacheDir: string, digest: string, chunks: AsyncIterable<Buffer>): Promise<string> {
   const hex = digest.slice(-64);
   const dest = path.join(cacheDir, hex.slice(0, 2), hex.slice(2));
-  if (fs.existsSync(dest)) return dest;
+  if (fs.existsSync(dest)) {
+    // a hit is a use: `smol prune` keeps cache files used within its grace
+    try { const now = new Date(); fs.utimesSync(dest, now, now); } catch { /* read-only cache: still usable */ }
+    return dest;
+  }
   const tmp = `${dest}.${randomBytes(6).toString('hex')}.tmp`;
   try {
     await fs.promises.mkdir(path.dirname(dest), { recursive: true });

@@ -58,7 +58,7 @@ export async function ensureArtifactPoint(svc: MachineService, ref: string, o: {
     if (!svc.store.find(point) && usablePoint(svc, point, file, ref)) return { point, pulled: false, saved: false };
     let unlock: () => void;
     try {
-      unlock = svc.store.lock(`artifact:${digestOf(ref)}`, 'pull', ref);
+      unlock = svc.store.lock(`artifact:${digestOf(ref)}`, 'pull', ref); // `smol prune` checks this name (vm/prune/caches.ts)
     } catch (err) {
       if (!(err instanceof ConflictError)) throw err;
       if (Date.now() > deadline) throw new TimeoutError(`preparing ${ref} did not get its turn within ${Math.round((o.waitMs ?? ARTIFACT_POINT_WAIT_MS) / 1000)}s: ${err.message}`, { where: ref });

@@ -111,6 +111,9 @@ export const SNAPSHOT_LOOKUP_GRACE_MS = 60_000;
 export const SNAPSHOT_CAPTURE_STALE_MS = 10 * 60_000;
 /** An extracted artifact looked up this recently may be about to back a machine being created: prune leaves it. */
 export const ARTIFACT_LOOKUP_GRACE_MS = 60_000;
+/** A worker's pulled artifact or cached blob used within this long stays through `smol prune` (a stage may be
+ *  about to open it; both refill on demand, so a long grace costs only disk). */
+export const WORKER_CACHE_GRACE_MS = 60 * 60_000;
 /** A machine directory with no row that is this young may be a machine or spare being made right now. */
 export const UNREGISTERED_DIR_GRACE_MS = 60_000;
 /** A `.tmp-*` build directory (kernel, image) this old belongs to a killed build, not one in progress. */

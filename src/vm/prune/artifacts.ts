@@ -16,7 +16,7 @@ import { result, type PruneOptions, type PruneResult, type PrunedItem } from './
 import { ARTIFACT_LOOKUP_GRACE_MS } from '../limits.js';
 
 /** Every file path a machine of this home depends on. */
-function pathsInUse(svc: MachineService): string[] {
+export function pathsInUse(svc: MachineService): string[] {
   const out: string[] = [];
   for (const r of svc.store.list()) {
     const l = svc.layout(r);

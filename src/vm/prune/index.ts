@@ -4,6 +4,7 @@
  */
 import type { MachineService } from '../service.js';
 import { pruneArtifacts } from './artifacts.js';
+import { pruneWorkerCaches } from './caches.js';
 import { pruneMachines } from './machines.js';
 import { pruneBootSnapshots } from './snapshots.js';
 import { result, type PruneOptions, type PruneResult, type Pruner } from './types.js';
@@ -11,7 +12,7 @@ import { pruneImages } from '../image/index.js';
 import { assetsHome } from '../../util/paths.js';
 
 export type { PruneOptions, PruneResult, Pruner, PrunedItem } from './types.js';
-export { pruneArtifacts, pruneBootSnapshots, pruneMachines };
+export { pruneArtifacts, pruneBootSnapshots, pruneMachines, pruneWorkerCaches };
 
 export function pruners(svc: MachineService): Pruner[] {
   return [
@@ -23,6 +24,8 @@ export function pruners(svc: MachineService): Pruner[] {
     },
     (o) => pruneBootSnapshots(svc.home, o),
     (o) => pruneArtifacts(svc, o),
+    // after machines: a fork point removed above no longer holds its pulled artifact
+    (o) => pruneWorkerCaches(svc, o),
   ];
 }
 

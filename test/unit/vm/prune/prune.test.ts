@@ -115,7 +115,7 @@ describe('pack prune', () => {
 describe('smol prune', () => {
   it('adds up every pruner, machines first', async () => {
     const s = await pruneAll(pruners(svc), { dryRun: true });
-    expect(s.results.map((r) => r.kind)).toEqual(['machines', 'images', 'boot-snapshots', 'artifacts']);
+    expect(s.results.map((r) => r.kind)).toEqual(['machines', 'images', 'boot-snapshots', 'artifacts', 'worker-caches']);
     expect(s).toMatchObject({ dryRun: true, bytes: 0 });
   });
 });
