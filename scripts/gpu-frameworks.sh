@@ -129,7 +129,7 @@ status() { node --import tsx test/integration/cuda/smol-dev.ts gpu status --cont
 rows=(); md=(); fails=0; skips=0; TODAY="$(date -u +%F)"
 for w in "${WORKLOADS[@]}"; do
   t=$(left); [ "$t" -gt 150 ] && t=150
-  if [ "$t" -lt 20 ]; then rows+=("$(printf '%-14s SKIP   (time budget spent)' "$w")"); skips=$((skips + 1)); continue; fi
+  if [ "$t" -lt 20 ]; then rows+=("$(printf '%-16s SKIP   (time budget spent)' "$w")"); skips=$((skips + 1)); continue; fi
   # shellcheck disable=SC2046
   timeout $((t / 2)) "${NATIVE[@]}" "$PY" $(workload "$w") >"$TMP/$w.native" 2>&1
   # shellcheck disable=SC2046
@@ -137,7 +137,7 @@ for w in "${WORKLOADS[@]}"; do
   cmp="$("$PY" "$W/compare.py" "$TMP/$w.native" "$TMP/$w.remoted")"; verdict="$(sed -n 's/.*"verdict": "\([A-Z]*\)".*/\1/p' <<<"$cmp")"
   [ "$verdict" = PASS ] || { verdict=FAIL; fails=$((fails + 1)); echo "--- $w: $cmp"; tail -4 "$TMP/$w.remoted"; }
   ratios="$("$PY" -c 'import json,sys; d=json.loads(sys.argv[1]); print(" ".join(f"{k}={v}" for k,v in d["ratios"].items()))' "$cmp" 2>/dev/null)"
-  rows+=("$(printf '%-14s %-6s remoted/native: %s' "$w" "$verdict" "$ratios")")
+  rows+=("$(printf '%-16s %-6s remoted/native: %s' "$w" "$verdict" "$ratios")")
   md+=("| $w | $(framework "$w") | $(grep -q '"ok": true' "$TMP/$w.native" && echo ok || echo fail) | $verdict | ${ratios:--} | $TODAY | $GPU |")
   [ -n "$SAVE" ] && cp "$TMP/$w.native" "$TMP/$w.remoted" "$SAVE/"
 done
@@ -174,11 +174,11 @@ killed() { # label, command prefix...
   echo "--- hold ($label): pids ${still:-none} still hold device memory, $n session(s) open"; return 1
 }
 if [ $KILL = 1 ] && [ "$(left)" -lt 20 ]; then
-  rows+=("$(printf '%-14s SKIP   (time budget spent)' kill)"); skips=$((skips + 1))
+  rows+=("$(printf '%-16s SKIP   (time budget spent)' kill)"); skips=$((skips + 1))
 elif [ $KILL = 1 ]; then
   kv=PASS; killed native "${NATIVE[@]}" || kv=FAIL; killed remoted "${REMOTE[@]}" || kv=FAIL
   [ $kv = FAIL ] && fails=$((fails + 1))
-  rows+=("$(printf '%-14s %-6s SIGKILL mid-run: no device memory or session left (%s, gpu status)' kill "$kv" "$([ $SELFTEST = 1 ] && echo 'processes' || echo nvidia-smi)")")
+  rows+=("$(printf '%-16s %-6s SIGKILL mid-run: no device memory or session left (%s, gpu status)' kill "$kv" "$([ $SELFTEST = 1 ] && echo 'processes' || echo nvidia-smi)")")
   md+=("| kill mid-run | $(framework hold) | - | $kv | - | $TODAY | $GPU |")
 fi
 

@@ -30,6 +30,8 @@ def merge(table_md, doc):
     for n in new:
         if len(n) != 7:
             raise SystemExit(f"apply_table: a row of {len(n)} cells, not 7: {n}")
+        if n[6].startswith("FAKE"):  # the table is what a real GPU did; --selftest rows prove the harness only
+            raise SystemExit(f"apply_table: {n[0]} is a --selftest row (GPU: {n[6]}), not a GPU result")
         hit = [r for r in rows if key(r[0]) == key(n[0])]
         if hit:
             hit[0][1:] = n[1:]

@@ -86,5 +86,11 @@ describe.skipIf(!hasPython)('gpu-frameworks Python', { timeout: 120_000 }, () =>
     expect(out).toContain('| kill mid-run | PyTorch 2.11.0 | - | FAIL | - | 2026-12-07 | NVIDIA H100 |');
     expect(out).toContain('Unproven (no PASS through the remoting on a GPU yet): conv, kill mid-run.\n<!-- frameworks:end -->\nafter\n');
     expect(out.match(/Unproven/g)).toHaveLength(1);
+    // a --selftest table is not a GPU result and must not reach the docs
+    fs.writeFileSync(table, '| matmul | FAKE driver (CPU) | ok | PASS | - | 2026-12-07 | FAKE driver, no GPU |\n');
+    const r = spawnSync('python3', [path.join(W, 'apply_table.py'), table, docs], { encoding: 'utf8' });
+    expect(r.status).toBe(1);
+    expect(r.stderr).toContain('matmul is a --selftest row');
+    expect(fs.readFileSync(docs, 'utf8')).toBe(out);
   });
 });
