@@ -159,7 +159,7 @@ EXPORT CUresult cuCtxGetApiVersion(smol_ctx *c, unsigned *v) {
   *v = 13000; return CUDA_SUCCESS;
 }
 EXPORT CUresult cuCtxGetFlags(unsigned *f) { CUresult r = smol_need_ctx(); if (r) return r; if (!f) return CUDA_ERROR_INVALID_VALUE; *f = smol_current()->flags; return CUDA_SUCCESS; }
-EXPORT CUresult cuCtxGetId(smol_ctx *c, unsigned long long *id) { if (!id) return CUDA_ERROR_INVALID_VALUE; if (!c) c = smol_current(); if (!valid_ctx(c)) return CUDA_ERROR_INVALID_CONTEXT; *id = c->id; return CUDA_SUCCESS; }
+EXPORT CUresult cuCtxGetId(smol_ctx *c, unsigned long long *id) { CUresult r = smol_need_init(); if (r) return r; if (!id) return CUDA_ERROR_INVALID_VALUE; if (!c) c = smol_current(); if (!valid_ctx(c)) return CUDA_ERROR_INVALID_CONTEXT; *id = c->id; return CUDA_SUCCESS; }
 EXPORT CUresult cuCtxGetLimit(size_t *v, int limit) {
   uint64_t a = (uint64_t)limit, o = 0;
   CUresult r = smol_need_ctx(); if (r) return r;
