@@ -18,6 +18,8 @@ beforeAll(() => {
   ro = path.join(data, 'ro');
   secret = path.join(data, 'outside');
   for (const d of [share, ro, secret]) fs.mkdirSync(d);
+  fs.symlinkSync('/sys', path.join(data, 'to-sys'));
+  fs.mkdirSync(path.join(home, 'machines'), { recursive: true });
   fs.writeFileSync(path.join(share, 'hello.txt'), 'hello from the host\n');
   fs.writeFileSync(path.join(ro, 'r.txt'), 'read-only content\n');
   fs.writeFileSync(path.join(secret, 'secret.txt'), 'HOST-SECRET-7f3a\n');
@@ -136,7 +138,8 @@ describe('volumes over virtiofs (real QEMU and virtiofsd)', () => {
     expect(r.stderr).toMatch(/No such file or directory/);
   });
 
-  it.each([
+  // concurrently: each is a few CLI starts refused before anything is made (service.create checks volumes first)
+  it.concurrent.each([
     ['a missing host path', ['-v', '/nonexistent/smol-vol:/work'], 66, /volume host path not found: \/nonexistent\/smol-vol/],
     ['a relative guest path', ['-v', 'SHARE:work'], 65, /-v: guest path "work" must be absolute/],
     ['two volumes on one guest path', ['-v', 'SHARE:/w', '-v', 'RO:/w/'], 65, /guest path \/w is already used by -v/],
@@ -151,10 +154,8 @@ describe('volumes over virtiofs (real QEMU and virtiofsd)', () => {
   ])('refuses %s with a clear error and creates nothing', async (_what, flags, code, msg) => {
     const sub = (a: string) => a.replace('SHARE', share).replace('RO', ro).replace('FILE', path.join(share, 'hello.txt'))
       .replace('TOSYS', path.join(data, 'to-sys')).replace('HOME', home);
-    if (!fs.existsSync(path.join(data, 'to-sys'))) fs.symlinkSync('/sys', path.join(data, 'to-sys'));
-    fs.mkdirSync(path.join(home, 'machines'), { recursive: true });
-    for (const cmd of [['run', ...flags.map(sub), '--', 'true'], ['machine', 'create', 'bad', ...flags.map(sub)]]) {
-      const r = await smol(cmd, { home });
+    const cmds = [['run', ...flags.map(sub), '--', 'true'], ['machine', 'create', 'bad', ...flags.map(sub)]];
+    for (const r of await Promise.all(cmds.map((cmd) => smol(cmd, { home })))) {
       expect(r.code, r.stderr).toBe(code);
       expect(r.stderr).toMatch(msg);
     }
