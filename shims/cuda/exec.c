@@ -273,6 +273,7 @@ EXPORT CUresult cuStreamCreate(smol_stream **out, unsigned flags) { return cuStr
 EXPORT CUresult cuStreamDestroy_v2(smol_stream *s) {
   CUresult r = smol_need_init(); if (r) return r;
   if (!smol_handle_take(s, SMOL_H_STREAM)) return CUDA_ERROR_INVALID_HANDLE;
+  smol_capture_forget(s);
   uint64_t id = s->id; s->magic = 0; free(s);
   return smol_fire(SMOL_OP_STREAM_DESTROY, &id, 1, NULL, 0);
 }

@@ -97,6 +97,20 @@ CUresult smol_capture_hook(void *s, int what, void *ev) {
   return r;
 }
 
+/* A destroyed stream leaves its capture (its address may come back as a new stream); a destroyed
+ * origin ends the capture, whose graph is then discarded. */
+void smol_capture_forget(void *s) {
+  if (!__atomic_load_n(&smol_captures, __ATOMIC_ACQUIRE)) return;
+  pthread_mutex_lock(&g_mu);
+  int i = slot_of(s);
+  capture *c = i < 0 ? NULL : g_in[i].c;
+  if (c && c->origin == s) {
+    finish(c);
+    smol_handle_take(c->g, SMOL_H_GRAPH); c->g->magic = 0; free(c->g); free(c);
+  } else if (c) { g_in[i].s = NULL; __atomic_sub_fetch(&smol_captures, 1, __ATOMIC_RELEASE); }
+  pthread_mutex_unlock(&g_mu);
+}
+
 /* Potentially unsafe calls (cuMemAlloc): refused while this thread captures in a mode other than
  * relaxed, or another thread captures in global mode, unless this thread's mode is relaxed. */
 CUresult smol_capture_unsafe(void) {
