@@ -6,9 +6,10 @@
  */
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import fs from 'node:fs';
+import path from 'node:path';
 import { OP, PROTOCOL, encodeFrame } from '../../../src/cuda/protocol/index.js';
 import { tensorExtent } from '../../../src/cuda/daemon/ops/tensormap.js';
-import { buildNative, ptx, Raw, startDaemon, type DaemonProc } from './helpers.js';
+import { buildNative, nvcc, progs, ptx, Raw, results, runProgram, shimEnv, startDaemon, type DaemonProc } from './helpers.js';
 
 let d: DaemonProc;
 beforeAll(async () => { buildNative(); d = await startDaemon(); });
@@ -124,5 +125,15 @@ describe('attributed launches from a hostile guest', () => {
     c.send(encodeFrame(OP.LaunchKernelEx, [PROTOCOL.kinds.func * 2 ** 48 + 2, 1, 1, 1, 32, 1, 1, 0, 0, 2], { flags: PROTOCOL.flags.async, blob: Buffer.alloc(100 + 28) }));
     c.send(encodeFrame(OP.Nop, [], { seq: 500 }));
     expect(await c.hangsUp()).toBe(true);
+  });
+});
+
+describe('the runtime API (cudart) through the shim', () => {
+  it.skipIf(!nvcc)(`rt_launch: cudaLaunchKernelEx with a cluster, a priority, a completion event and 64 KiB of shared memory${nvcc ? '' : ' [skipped: nvcc not installed]'}`, async () => {
+    const r = await runProgram(path.join(progs, 'rt_launch'), [], shimEnv(d.endpoint), 120_000);
+    expect(r.code, r.stderr).toBe(0);
+    expect(results(r.stdout)).toEqual({
+      rt_func_attributes: 'PASS', rt_launch_ex_cluster: 'PASS', rt_launch_ex_cluster_not_dividing: 'PASS', rt_occupancy_max_active_clusters: 'PASS',
+    });
   });
 });
