@@ -28,6 +28,8 @@ export interface GpuDaemonOptions {
   maxSessions?: number;
   /** How long a connection may take to complete the HELLO handshake (default $SMOL_GPU_HANDSHAKE_MS, else DEFAULT_HANDSHAKE_MS). */
   handshakeMs?: number;
+  /** How long a session polls for its guest's next frame before sleeping in read(), µs (default spinUsFor()). */
+  spinUs?: number;
 }
 
 /**
@@ -53,6 +55,23 @@ export interface StoppedSession { id: number; reason: string; freedBytes: number
 export interface GpuStopReport { stopMs: number; sessions: StoppedSession[] }
 export interface GpuDaemon { endpoint: string; control?: string; status(): GpuDaemonStatus; close(): Promise<GpuStopReport> }
 
+/** Polling only pays where the poller does not take the CPU its peer needs: from this many CPUs online. */
+export const SPIN_MIN_CPUS = 4;
+export const DEFAULT_SPIN_US = 50;
+const MAX_SPIN_US = 10_000;
+
+/**
+ * How long a session polls for its guest's next frame before it sleeps: $SMOL_CUDA_SPIN_US (0 = never, N µs,
+ * at most 10 ms), else DEFAULT_SPIN_US with SPIN_MIN_CPUS or more CPUs and 0 below that. The shim reads the same
+ * variable, with the same default, for its side (shims/cuda/transport.c).
+ */
+export function spinUsFor(env: NodeJS.ProcessEnv = process.env, cpus = os.availableParallelism()): number {
+  const raw = env.SMOL_CUDA_SPIN_US;
+  if (raw === undefined || raw === '') return cpus >= SPIN_MIN_CPUS ? DEFAULT_SPIN_US : 0;
+  if (!/^\d+$/.test(raw)) throw new UserError(`invalid SMOL_CUDA_SPIN_US: ${JSON.stringify(raw)}`, { hint: 'Set it to a number of microseconds (0 turns polling off).' });
+  return Math.min(Number(raw), MAX_SPIN_US);
+}
+
 /** How long stopping sessions may take before their processes are killed outright. */
 const STOP_GRACE_MS = 800;
 /** A spare that keeps dying (a broken driver) is restarted no faster than this. */
@@ -65,6 +84,7 @@ export async function startGpuDaemon(opts: GpuDaemonOptions): Promise<GpuDaemon>
   if (!ep) throw new UserError(`invalid --listen value: ${opts.listen}`, { hint: 'Use unix:PATH, tcp:HOST:PORT or vsock:PORT.' });
   const maxSessions = opts.maxSessions ?? envLimit('SMOL_GPU_MAX_SESSIONS', DEFAULT_MAX_SESSIONS);
   const handshakeMs = opts.handshakeMs ?? envLimit('SMOL_GPU_HANDSHAKE_MS', DEFAULT_HANDSHAKE_MS);
+  const spinUs = Math.min(Math.max(0, Math.floor(opts.spinUs ?? spinUsFor())), MAX_SPIN_US);
   const libcuda = opts.libcuda ?? 'libcuda.so.1';
   if (libcuda.includes('/') && !fs.existsSync(libcuda)) throw new GpuError(`gpu serve failed: ${libcuda} does not exist`, { hint: 'Pass --libcuda PATH to the host driver.' });
   // Fail here, with a message, rather than in every session: load the driver once and throw it away.
@@ -107,7 +127,7 @@ export async function startGpuDaemon(opts: GpuDaemonOptions): Promise<GpuDaemon>
   const spawnSpare = (): void => {
     if (stopping) return;
     const id = nextId++;
-    const cfg: SessionProcessConfig = { libcuda, quotaBytes: quota, statsDir, sessionId: id, nodelay: ep.kind === 'tcp', handshakeMs };
+    const cfg: SessionProcessConfig = { libcuda, quotaBytes: quota, statsDir, sessionId: id, nodelay: ep.kind === 'tcp', handshakeMs, spinUs };
     const proc = spawnSessionProcess(listenFd, { SMOL_GPU_SESSION: JSON.stringify(cfg) });
     spare = proc;
     let session = false, closed = false;

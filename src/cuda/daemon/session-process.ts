@@ -16,7 +16,7 @@ import { OP, PROTOCOL } from '../protocol/index.js';
 import { CU, Session, STAT } from './session.js';
 import { serveConnection } from './session-loop.js';
 
-export interface SessionProcessConfig { libcuda: string; quotaBytes: number; statsDir: string; sessionId: number; nodelay: boolean; handshakeMs: number }
+export interface SessionProcessConfig { libcuda: string; quotaBytes: number; statsDir: string; sessionId: number; nodelay: boolean; handshakeMs: number; spinUs: number }
 /** The daemon's answer to 'session': serve the connection, or turn it away because `limit` sessions are open. */
 export type DaemonMessage = { type: 'admit' } | { type: 'refuse'; limit: number };
 export type SessionMessage =
@@ -66,7 +66,7 @@ async function main(): Promise<void> {
     // A direct write: this process spends its life in blocking reads, so a stream might never flush.
     log: (line) => { try { fs.writeSync(2, `smol gpu: session ${cfg.sessionId}: ${line}\n`); } catch { /* no stderr */ } },
   });
-  const { reason, cleanupMs } = serveConnection(conn, session, cfg.handshakeMs);
+  const { reason, cleanupMs } = serveConnection(conn, session, cfg.handshakeMs, cfg.spinUs ?? 0);
   await send({ type: 'closed', id: cfg.sessionId, reason, cleanupMs });
   process.exit(0);
 }

@@ -6,7 +6,7 @@
 import { koffiModule } from './cuda.js';
 
 export const AF_UNIX = 1, AF_INET = 2, AF_VSOCK = 40;
-const SOCK_STREAM = 1, SOCK_CLOEXEC = 0o2000000;
+const SOCK_STREAM = 1, SOCK_CLOEXEC = 0o2000000, MSG_DONTWAIT = 0x40;
 
 export interface Sys {
   socket(family: number): number;
@@ -19,6 +19,8 @@ export interface Sys {
   /** read/writeAll at a raw address: no Buffer view made and none marshalled per call (the frame loop's hot path). */
   readAt(fd: number, addr: number, len: number): number;
   writeAllAt(fd: number, addr: number, len: number): boolean;
+  /** recv(MSG_DONTWAIT) at a raw address: bytes read, 0 at end of stream, < 0 when nothing is there yet (or an error, which a blocking read then reports). */
+  recvNowAt(fd: number, addr: number, len: number): number;
   close(fd: number): void;
   shutdown(fd: number): void;
   setNoDelay(fd: number): void;
@@ -42,6 +44,7 @@ export function sys(): Sys {
   // Buffer argument costs a subarray view and its type checks on every call.
   const readP = c.func('int64_t read(int fd, uintptr_t buf, uint64_t n)');
   const writeP = c.func('int64_t write(int fd, uintptr_t buf, uint64_t n)');
+  const recvP = c.func('int64_t recv(int fd, uintptr_t buf, uint64_t n, int flags)');
   const memmove = c.func('uintptr_t memmove(void *d, const void *s, uint64_t n)');
   const close = c.func('int close(int fd)');
   const shutdown = c.func('int shutdown(int fd, int how)');
@@ -96,6 +99,7 @@ export function sys(): Sys {
       }
       return true;
     },
+    recvNowAt: (fd, addr, len) => Number(recvP(fd, addr, len, MSG_DONTWAIT)),
     close(fd) { close(fd); },
     shutdown(fd) { shutdown(fd, 2); },
     setNoDelay(fd) { setsockopt(fd, 6, 1, one, 4); },
