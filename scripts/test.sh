@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # The whole test suite, from a clean clone: setup (idempotent), static checks, unit and integration tests,
 # then every bench once in its quick mode (they use the assets setup installed, as smol does).
+# SMOL_TEST_LONG=1: the longer forms of tests CI runs shortened (test/helpers/long.ts says which and how).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 bash scripts/setup.sh --test
