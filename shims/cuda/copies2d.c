@@ -121,6 +121,9 @@ static CUresult run(shape_t *c, void *stream, int is_async) {
   CUresult r = smol_stream_arg(stream, &sid); if (r) return r;
   if (!c->width || !c->rows || !c->depth) return CUDA_SUCCESS;
   if ((r = side_ok(&c->src, c)) || (r = side_ok(&c->dst, c))) return r;
+  /* A pitch or slice height the copy does not use may be anything; the host gets ones that mean nothing. */
+  if (c->depth == 1) c->src.height = c->dst.height = c->rows;
+  if (c->depth == 1 && c->rows == 1) c->src.pitch = c->dst.pitch = c->width;
   if (c->src.dev && c->dst.dev) {
     uint64_t a[11] = { c->dst.addr, c->dst.pitch, c->dst.height, c->src.addr, c->src.pitch, c->src.height,
                        c->width, c->rows, c->depth, sid, (uint64_t)is_async };
@@ -166,6 +169,7 @@ static CUresult set2d(CUdeviceptr d, size_t pitch, unsigned v, unsigned elem, si
   size_t bytes, n;
   if (!mul_ok(w, elem, &bytes) || (h > 1 && pitch < bytes) || !(n = extent(&t, bytes, h, 1)) || !smol_range_ok(d, n))
     return CUDA_ERROR_INVALID_VALUE;
+  if (h == 1) a[1] = bytes; /* the pitch of one row is unused */
   return smol_fire(SMOL_OP_MEMSET2D, a, 8, NULL, 0);
 }
 EXPORT CUresult cuMemsetD2D8_v2(CUdeviceptr d, size_t p, unsigned char v, size_t w, size_t h) { return set2d(d, p, v, 1, w, h, NULL, 0); }

@@ -4,7 +4,7 @@
  * that overflow, and a wait nobody satisfies, which must not keep its session alive after the guest goes.
  * (conformance.test.ts runs conf_copies: the return codes and the small data checks.)
  */
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { afterAll, beforeAll, describe, expect, it, onTestFinished } from 'vitest';
 import path from 'node:path';
 import { OP, PROTOCOL, encodeFrame } from '../../../src/cuda/protocol/index.js';
 import { buildNative, nvcc, progs, Raw, results, runProgram, shimEnv, startDaemon, waitFor, type DaemonProc } from './helpers.js';
@@ -31,6 +31,7 @@ describe('2D/3D copies and stream memory operations through the daemon', () => {
 
   it("checks every strided footprint against the session's own memory", async () => {
     const owner = new Raw(d.endpoint), thief = new Raw(d.endpoint);
+    onTestFinished(() => { owner.sock.destroy(); thief.sock.destroy(); });
     const p = Number(await owner.withMemory(8192)), t = Number(await thief.withMemory(4096));
     expect((await owner.call(OP.MemcpyHtoDSync, [p], Buffer.alloc(8192, 0)))?.status).toBe(0);
     // 4 rows of 8 bytes at a pitch of 1024 from row 1: packed on the wire, spread out on the device
@@ -58,6 +59,10 @@ describe('2D/3D copies and stream memory operations through the daemon', () => {
     fire(thief, OP.Memcpy3dDtoD, [t, 2 ** 60, 2 ** 60, t, 64, 1, 64, 2 ** 40, 2 ** 30, 0, 0]);
     expect(await pending(thief)).toBe(1);
     fire(thief, OP.Memcpy3dDtoD, [t, 64, 1, t + 64, 2 ** 63, 2, 64, 2, 1, 0, 0]);
+    expect(await pending(thief)).toBe(1);
+    fire(thief, OP.Memcpy2dHtoD, [t, 2 ** 63, 8, 1, 0, 0], Buffer.alloc(8)); // one row: the pitch is unused, yet bounded
+    expect(await pending(thief)).toBe(1);
+    fire(thief, OP.Memcpy3dDtoD, [t, 64, 2 ** 63, t + 64, 64, 1, 64, 1, 1, 0, 0]);
     expect(await pending(thief)).toBe(1);
     fire(thief, OP.Memset2d, [t, 2 ** 62, 0, 4, 1, 3, 0, 0]);
     expect(await pending(thief)).toBe(1);
@@ -94,6 +99,7 @@ describe('2D/3D copies and stream memory operations through the daemon', () => {
   });
 
   it('a wait nobody satisfies is released when its guest goes, so the session ends', async () => {
+    // The earlier tests' sessions are closing; this one must be the only one.
     await waitFor(async () => ((await d.status()).sessions.length === 0 ? true : undefined), 10_000);
     const c = new Raw(d.endpoint);
     const p = Number(await c.withMemory(4096));

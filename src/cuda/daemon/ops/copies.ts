@@ -21,6 +21,8 @@ function scratchOf(s: SessionState): Scratch {
  * large to be inside any allocation.
  */
 export function footprint(width: number, rows: number, depth: number, pitch: number, sliceRows: number): number {
+  // A pitch or slice height the copy does not use still reaches the driver's descriptor: bounded too.
+  if (pitch > MAX_EXTENT || sliceRows > MAX_EXTENT) return -1;
   if ((rows > 1 || depth > 1) && pitch < width) return -1;
   if (depth > 1 && sliceRows < rows) return -1;
   const n = ((depth - 1) * sliceRows + rows - 1) * pitch + width;
