@@ -3,6 +3,7 @@
  * replaced by its id; what the shim can judge (value ranges, cluster dimensions that do not divide the
  * grid, events it never made) fails here with the driver's code, the rest on the host. */
 #include "shim.h"
+#include "capture.h"
 #include <string.h>
 
 enum {
@@ -70,6 +71,13 @@ CUresult smol_launch_ex(const smol_launch_config *c, smol_func *f, void **params
   r = encode_attrs(c, buf, &p); if (r) return r;
   if (p.cx && (c->gx % p.cx || c->gy % p.cy || c->gz % p.cz)) return CUDA_ERROR_INVALID_CLUSTER_SIZE;
   r = smol_launch_dims(ctx->dev, c->gx, c->gy, c->gz, c->bx, c->by, c->bz, c->smem); if (r) return r;
+  /* A capturing stream records the launch, and its events as records in the capture (graphs.c). */
+  if ((r = smol_capture(c->stream, SMOL_CW_DEVICE, NULL))) return r;
+  for (unsigned i = 0; i < c->nattrs; i++) {
+    if (c->attrs[i].id != LA_PROGRAMMATIC_EVENT && c->attrs[i].id != LA_COMPLETION_EVENT) continue;
+    void *ev; memcpy(&ev, c->attrs[i].value, sizeof ev);
+    if ((r = smol_capture(c->stream, SMOL_CW_RECORD, ev))) return r;
+  }
   size_t abytes = (size_t)c->nattrs * ATTR_BYTES;
   r = smol_pack_args(f, params, extra, buf + abytes); if (r) return r;
   uint64_t a[10] = { f->id, c->gx, c->gy, c->gz, c->bx, c->by, c->bz, c->smem, sid, c->nattrs };

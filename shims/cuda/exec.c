@@ -166,20 +166,25 @@ EXPORT CUresult cuFuncGetAttribute(int *v, int attr, smol_func *f) {
   if (!r) *v = (int)(int32_t)o;
   return r;
 }
-EXPORT CUresult cuKernelGetAttribute(int *v, int attr, smol_func *k, CUdevice d) { (void)d; return cuFuncGetAttribute(v, attr, k); }
+/* A CUkernel's attributes are per device: one this process cannot see is INVALID_DEVICE. */
+static CUresult kernel_dev(smol_func *k, CUdevice d) {
+  if (!fn_ok(k)) return CUDA_ERROR_INVALID_HANDLE;
+  return d < 0 || d >= smol_device_count ? CUDA_ERROR_INVALID_DEVICE : CUDA_SUCCESS;
+}
+EXPORT CUresult cuKernelGetAttribute(int *v, int attr, smol_func *k, CUdevice d) { CUresult r = kernel_dev(k, d); return r ? r : cuFuncGetAttribute(v, attr, k); }
 EXPORT CUresult cuFuncSetAttribute(smol_func *f, int attr, int v) {
   uint64_t a[3] = { 0, (uint64_t)attr, (uint32_t)v };
   CUresult r = fn_id(f, &a[0]); if (!r) r = settable(attr, v); if (r) return r;
   return smol_fire(SMOL_OP_FUNC_SET_ATTRIBUTE, a, 3, NULL, 0);
 }
-EXPORT CUresult cuKernelSetAttribute(int attr, int v, smol_func *k, CUdevice d) { (void)d; return cuFuncSetAttribute(k, attr, v); }
+EXPORT CUresult cuKernelSetAttribute(int attr, int v, smol_func *k, CUdevice d) { CUresult r = kernel_dev(k, d); return r ? r : cuFuncSetAttribute(k, attr, v); }
 EXPORT CUresult cuFuncSetCacheConfig(smol_func *f, int c) {
   uint64_t a[2] = { 0, (uint64_t)c };
   CUresult r = fn_id(f, &a[0]); if (r) return r;
   if (c < 0 || c > 3) return CUDA_ERROR_INVALID_VALUE; /* CUfunc_cache: PREFER_NONE .. PREFER_EQUAL */
   return smol_fire(SMOL_OP_FUNC_SET_CACHE_CONFIG, a, 2, NULL, 0);
 }
-EXPORT CUresult cuKernelSetCacheConfig(smol_func *k, int c, CUdevice d) { (void)d; return cuFuncSetCacheConfig(k, c); }
+EXPORT CUresult cuKernelSetCacheConfig(smol_func *k, int c, CUdevice d) { CUresult r = kernel_dev(k, d); return r ? r : cuFuncSetCacheConfig(k, c); }
 EXPORT CUresult cuFuncSetSharedMemConfig(smol_func *f, int c) { (void)f; (void)c; return CUDA_SUCCESS; }
 EXPORT CUresult cuOccupancyMaxActiveBlocksPerMultiprocessorWithFlags(int *n, smol_func *f, int bs, size_t smem, unsigned fl) {
   uint64_t a[4] = { 0, (uint64_t)bs, smem, fl }, o = 0;
