@@ -9,7 +9,7 @@ import path from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { OP, PROTOCOL } from '../../../src/cuda/protocol/index.js';
 import { encodeFrame } from '../../../src/cuda/protocol/frame.js';
-import { buildNative, progs, ptx, Raw, shimEnv, startDaemon, waitFor, type DaemonProc } from './helpers.js';
+import { buildNative, nvcc, progs, ptx, Raw, results, runProgram, shimEnv, startDaemon, waitFor, type DaemonProc } from './helpers.js';
 
 const conf = path.join(progs, 'conformance', 'conf_vmm');
 const MiB = 1 << 20;
@@ -50,6 +50,16 @@ describe('pools and VMM: quota, status, cleanup', () => {
     expect(out2).toContain(`READY ${6 * MiB}`);
   });
 
+});
+
+describe('through libcudart (nvcc-built rt_pools, shared cudart 13)', () => {
+  it.skipIf(!nvcc)(`a UINT64_MAX release threshold, cudaMallocFromPoolAsync, a kernel on pool memory, statistics, trim, the current pool${nvcc ? '' : ' [skipped: nvcc not installed]'}`, async () => {
+    const r = await runProgram(path.join(progs, 'rt_pools'), [], shimEnv(d.endpoint));
+    expect(r.code, r.stderr).toBe(0);
+    const got = results(r.stdout);
+    expect(Object.keys(got)).toHaveLength(9);
+    expect(Object.entries(got).filter(([, v]) => v !== 'PASS')).toEqual([]);
+  });
 });
 
 describe('hostile frames', () => {
