@@ -1,17 +1,19 @@
 /**
  * CUDA remoting overhead: the same driver calls made directly through koffi into the FAKE driver, and
  * remoted (koffi -> guest shim -> Unix socket -> the session's own process -> koffi -> FAKE driver), side by side.
- * The FAKE driver does almost no work per call, so the numbers are the remoting path's own cost.
- *   npm run bench:cuda [-- --quick]
+ * The FAKE driver does almost no work per call, so the numbers are the remoting path's own cost. Then the
+ * sync null call with spin-before-block off and on (SMOL_CUDA_SPIN_US), interleaved, from koffi and from C.
+ *   npm run bench:cuda [-- --quick] [-- --spin-rounds N]
  */
 import fs from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
-import { execFile, execFileSync } from 'node:child_process';
+import { execFile, execFileSync, spawn } from 'node:child_process';
 import { promisify } from 'node:util';
 import { fileURLToPath } from 'node:url';
 import { assetsHome } from '../src/util/paths.js';
-import { startGpuDaemon } from '../src/cuda/daemon/index.js';
+import { startGpuDaemon, type GpuDaemon } from '../src/cuda/daemon/index.js';
+import { DEFAULT_SPIN_US, spinUsFor } from '../src/cuda/daemon/server.js';
 import { koffiModule } from '../src/cuda/daemon/driver/cuda.js';
 import { buildGlibcRootfs } from '../test/helpers/glibc-rootfs.js';
 
@@ -50,6 +52,14 @@ const pct = (xs: number[], p: number) => { const s = [...xs].sort((a, b) => a - 
 const median = (xs: number[]) => pct(xs, 0.5);
 
 interface Result { initMs: number; nullP50: number; nullP99: number; launchesPerS: number; htod: number; dtoh: number }
+/** In a gated child: says it is connected, then waits for the parent's go (a line on stdin). */
+function gate(): void {
+  if (!process.env.BENCH_GATE) return;
+  process.stdout.write('BENCH ready 1\n');
+  const b = Buffer.alloc(1);
+  while (fs.readSync(0, b, 0, 1, null) === 1 && b[0] !== 10) { /* until the newline */ }
+}
+
 function measure(api: Api): Result {
   const o = [0];
   const t0 = process.hrtime.bigint();
@@ -61,6 +71,7 @@ function measure(api: Api): Result {
   const mod = o[0];
   ok(api.cuModuleGetFunction(o, mod, 'null_kernel'), 'cuModuleGetFunction');
   const fn = o[0];
+  gate();
 
   const lat: number[] = [];
   const nNull = quick ? 5000 : 50_000;
@@ -102,10 +113,10 @@ async function main() {
     const direct = measure(bind(driverPath));
     // the shim's calls block the thread that makes them, and a session's admission is answered by the daemon's
     // event loop: the remoted side must run in a process of its own, as a guest's program does
-    const { stdout } = await execFileAsync(process.execPath, [...process.execArgv, fileURLToPath(import.meta.url), '--measure-remoted', ...(quick ? ['--quick'] : [])], {
-      env: { ...process.env, SMOL_CUDA_ENDPOINT: daemon.endpoint }, maxBuffer: 1 << 20,
+    const stdout = await gated(daemon, process.execPath, [...process.execArgv, fileURLToPath(import.meta.url), '--measure-remoted', ...(quick ? ['--quick'] : [])], {
+      SMOL_CUDA_ENDPOINT: daemon.endpoint,
     });
-    const remoted = JSON.parse(stdout) as Result;
+    const remoted = JSON.parse(stdout.slice(stdout.indexOf('{'))) as Result;
     const rows: [string, number, number, string, string][] = [
       ['cuInit (remoted: connect + handshake + session start), ms', direct.initMs, remoted.initMs, 'lower', ''],
       ['sync null call p50 (cuCtxGetDevice), µs', direct.nullP50, remoted.nullP50, 'lower', '≤ 25'],
@@ -115,11 +126,12 @@ async function main() {
       [`DtoH ${quick ? 64 : 256} MiB, GiB/s`, direct.dtoh, remoted.dtoh, 'higher', '≥ 1'],
     ];
     const fmt = (n: number) => (n >= 1000 ? Math.round(n).toString() : n.toFixed(2));
-    console.log(`CUDA remoting (${libArg > 0 ? driverPath : 'FAKE driver'}, unix socket, ${os.cpus().length} cpus; medians of runs)`);
+    console.log(`CUDA remoting (${libArg > 0 ? driverPath : 'FAKE driver'}, unix socket, ${os.cpus().length} cpus, spin-before-block ${spinUsFor()} µs; medians of runs)`);
     console.log(['metric'.padEnd(58), 'direct'.padStart(12), 'remoted'.padStart(12), 'remoted/direct'.padStart(15), 'target'.padStart(10)].join(''));
     for (const [name, a, b, , target] of rows) {
       console.log([name.padEnd(58), fmt(a).padStart(12), fmt(b).padStart(12), (b / a).toFixed(2).padStart(15), target.padStart(10)].join(''));
     }
+    await spinRows(dir);
     await programRows(daemon.endpoint, dir);
     console.log(`load average ${os.loadavg().map((l) => l.toFixed(1)).join(' ')} (other work on this machine skews these numbers)`);
   } finally {
@@ -127,6 +139,86 @@ async function main() {
     fs.rmSync(dir, { recursive: true, force: true });
   }
 }
+/**
+ * Runs a client that says "BENCH ready" once connected and then waits for a line on stdin (BENCH_GATE), and lets
+ * it measure only once the daemon's new spare session process is up: that start (a Node process loading the
+ * driver) otherwise runs during the measurement and takes CPU from it. Its stdout.
+ */
+function gated(daemon: GpuDaemon, file: string, args: string[], env: NodeJS.ProcessEnv): Promise<string> {
+  return new Promise((resolve, reject) => {
+    const child = spawn(file, args, { env: { ...process.env, ...env, BENCH_GATE: '1' }, stdio: ['pipe', 'pipe', 'inherit'] });
+    let out = '', released = false;
+    child.stdout.on('data', (d: Buffer) => {
+      out += d.toString();
+      if (released || !out.includes('BENCH ready')) return;
+      released = true;
+      const until = Date.now() + 30_000;
+      const poll = () => { if (daemon.status().spareReady || Date.now() > until) child.stdin.end('\n'); else setTimeout(poll, 20); };
+      poll();
+    });
+    child.on('error', reject);
+    child.on('exit', (code) => (code === 0 ? resolve(out) : reject(new Error(`${path.basename(file)} exited ${code}`))));
+  });
+}
+
+/**
+ * Spin-before-block off and on, side by side: two daemons (sessions polling 0 and S µs for the next frame) and
+ * clients with SMOL_CUDA_SPIN_US 0 and S, alternated round by round (off-on, on-off, ...) so drift in the
+ * machine's load falls on both. S is $SMOL_CUDA_SPIN_US when set above 0, else the default. Each run is one
+ * process making only sync null calls, released when the daemon's new spare has started.
+ */
+async function spinRows(dir: string): Promise<void> {
+  const envSpin = Number(process.env.SMOL_CUDA_SPIN_US);
+  const on = envSpin > 0 ? Math.min(envSpin, 10_000) : DEFAULT_SPIN_US;
+  const roundsArg = process.argv.indexOf('--spin-rounds');
+  const rounds = roundsArg > 0 ? Number(process.argv[roundsArg + 1]) : quick ? 3 : 4;
+  const calls = quick ? 5000 : 20_000;
+  const modes = [0, on];
+  const daemons = await Promise.all(modes.map((spinUs) => startGpuDaemon({ listen: `unix:${path.join(dir, `spin-${spinUs}.sock`)}`, libcuda: driverPath, spinUs })));
+  const prog = path.join(build, 'cuda-programs', 'driver_bench');
+  const ptx = path.join(build, 'cuda-programs', 'kernels.ptx');
+  type Row = { p50: number[]; p99: number[] };
+  const res = { ts: modes.map((): Row => ({ p50: [], p99: [] })), c: modes.map((): Row => ({ p50: [], p99: [] })) };
+  try {
+    for (let r = 0; r < rounds; r++) {
+      for (const m of r % 2 ? [1, 0] : [0, 1]) {
+        const env = { SMOL_CUDA_ENDPOINT: daemons[m].endpoint, SMOL_CUDA_SPIN_US: String(modes[m]) };
+        const ts = JSON.parse((await gated(daemons[m], process.execPath, [...process.execArgv, fileURLToPath(import.meta.url), '--measure-null', String(calls)], env)).split('\n').find((l) => l.startsWith('{'))!) as { p50: number; p99: number };
+        res.ts[m].p50.push(ts.p50); res.ts[m].p99.push(ts.p99);
+        const c = Object.fromEntries([...(await gated(daemons[m], prog, [ptx, '0', String(calls), '0'], { ...env, LD_LIBRARY_PATH: build })).matchAll(/^BENCH (\S+) (\S+)/gm)].map((x) => [x[1], Number(x[2])]));
+        res.c[m].p50.push(c.null_p50_us); res.c[m].p99.push(c.null_p99_us);
+      }
+    }
+  } finally {
+    await Promise.all(daemons.map((d) => d.close()));
+  }
+  const mid = (xs: number[]) => { const s = [...xs].sort((a, b) => a - b), h = s.length >> 1; return s.length % 2 ? s[h] : (s[h - 1] + s[h]) / 2; };
+  const f = (xs: number[]) => `${mid(xs).toFixed(1)} [${Math.min(...xs).toFixed(1)}–${Math.max(...xs).toFixed(1)}]`.padStart(24);
+  console.log(`\nsync null call, spin-before-block off vs on (${on} µs, shim and session), ${rounds} interleaved rounds of ${calls} calls; µs, median [min–max] over rounds`);
+  console.log(['client'.padEnd(18), 'p50 off'.padStart(24), 'p50 on'.padStart(24), 'p99 off'.padStart(24), 'p99 on'.padStart(24)].join(''));
+  for (const [name, row] of [['TS (koffi)', res.ts], ['C (driver_bench)', res.c]] as const) {
+    console.log([name.padEnd(18), f(row[0].p50), f(row[1].p50), f(row[0].p99), f(row[1].p99)].join(''));
+  }
+}
+
+/** The remoted client of spinRows: sync null calls only. */
+function measureNull(n: number): { p50: number; p99: number } {
+  const api = bind(path.join(build, 'libcuda.so.1'));
+  const o = [0];
+  ok(api.cuInit(0), 'cuInit');
+  ok(api.cuCtxCreate(o, 0, 0), 'cuCtxCreate');
+  gate();
+  for (let i = 0; i < 200; i++) api.cuCtxGetDevice(o);
+  const lat = new Float64Array(n);
+  for (let i = 0; i < n; i++) {
+    const t = process.hrtime.bigint();
+    api.cuCtxGetDevice(o);
+    lat[i] = Number(process.hrtime.bigint() - t) / 1000;
+  }
+  const xs = [...lat];
+  return { p50: pct(xs, 0.5), p99: pct(xs, 0.99) };
+}
+
 /** `BENCH name value` lines of test/fixtures/cuda-programs/driver_bench, as numbers. */
 async function runProgram(file: string, args: string[], env: NodeJS.ProcessEnv): Promise<Record<string, number>> {
   const { stdout } = await execFileAsync(file, args, { env: { ...process.env, ...env }, maxBuffer: 1 << 20 });
@@ -174,5 +266,7 @@ async function programRows(endpoint: string, dir: string): Promise<void> {
   }
 }
 
+const nullArg = process.argv.indexOf('--measure-null');
 if (process.argv.includes('--measure-remoted')) process.stdout.write(JSON.stringify(measure(bind(path.join(build, 'libcuda.so.1')))));
+else if (nullArg > 0) process.stdout.write(JSON.stringify(measureNull(Number(process.argv[nullArg + 1]))) + '\n');
 else main().catch((err) => { console.error(err); process.exit(1); });
