@@ -816,10 +816,31 @@ export interface components {
             signed: boolean;
         };
         PackRun: {
-            path: string;
             /** @description default: the artifact's entrypoint */
             argv?: string[];
+            /** @description added to the artifact's recorded env */
+            env?: {
+                [key: string]: string | number | boolean;
+            } | string[];
+            /**
+             * Format: starts_with
+             * @description default: the artifact's recorded workdir
+             */
+            workdir?: string;
+            /**
+             * Format: base64
+             * @description bytes for the command's stdin, base64
+             */
+            stdin?: string;
             timeoutMs?: number;
+            /** @description per stream; default 16777216; the rest is dropped and *Truncated set */
+            maxOutputBytes?: number;
+            /**
+             * @description of stdout and stderr in the answer; default utf8
+             * @enum {string}
+             */
+            encoding?: "utf8" | "base64";
+            path: string;
         };
         PackVerified: {
             ok: boolean;

@@ -6,15 +6,12 @@ import fs from 'node:fs';
 import { packArtifact, getMachineSource, inspectArtifact, setMachineSource, verifyArtifact } from '../../artifact/index.js';
 import { ConflictError, NotFoundError } from '../../errors/index.js';
 import { mergeSpec } from '../../smolfile/merge.js';
-import { exitCodeOf } from '../../vm/api/exec.js';
 import { machinePackSource } from '../../vm/api/pack.js';
-import { runEphemeral } from '../../vm/api/run.js';
-import { CappedBuffer } from '../exec-sinks.js';
 import { defineRoute, type Route } from '../router.js';
 import { errorSchema } from '../schemas/error.js';
 import { hostPaths } from '../context.js';
+import { runBuffered } from './run.js';
 import { hostPathRefused } from '../host-paths.js';
-import { EXEC_OUTPUT_DEFAULT_BYTES } from '../schemas/exec.js';
 import { packCreateSchema, packedSchema, packRunResultSchema, packRunSchema, packVerifiedSchema, packVerifySchema } from '../schemas/pack.js';
 
 const failures = { 404: { description: 'no such machine or artifact', schema: errorSchema }, 409: { description: 'the output exists (pass force), or the machine is busy', schema: errorSchema }, ...hostPathRefused };
@@ -58,16 +55,9 @@ export const routes: Route[] = [
       if (!fs.existsSync(body.path)) throw new NotFoundError(`no such artifact: ${body.path}`, { where: 'path' });
       const { manifest } = await inspectArtifact(body.path);
       const spec = mergeSpec(undefined, undefined, {
-        image: body.path, cpus: manifest.resources.cpus, memory: manifest.resources.memoryMiB, env: manifest.env, workdir: manifest.workdir, command: manifest.entrypoint,
+        image: body.path, cpus: manifest.resources.cpus, memory: manifest.resources.memoryMiB, env: { ...manifest.env, ...body.env }, workdir: body.workdir ?? manifest.workdir, command: manifest.entrypoint,
       });
-      const stdout = new CappedBuffer(EXEC_OUTPUT_DEFAULT_BYTES);
-      const stderr = new CappedBuffer(EXEC_OUTPUT_DEFAULT_BYTES);
-      const t0 = performance.now();
-      const r = await runEphemeral(ctx.svc, spec, { argv: body.argv ?? spec.command ?? ['/bin/sh'] }, { stdin: null, stdout, stderr, timeoutMs: body.timeoutMs }, { signal });
-      return { body: {
-        exitCode: exitCodeOf(r), signal: r.signal, timedOut: r.timedOut, stdout: stdout.bytes().toString('utf8'), stderr: stderr.bytes().toString('utf8'),
-        stdoutTruncated: stdout.truncated, stderrTruncated: stderr.truncated, durationMs: Math.round(performance.now() - t0),
-      } };
+      return { body: await runBuffered(ctx, spec, { ...body, argv: body.argv ?? spec.command ?? ['/bin/sh'], workdir: spec.workdir }, signal) };
     },
   }),
 ];

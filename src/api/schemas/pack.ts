@@ -3,7 +3,7 @@
  * trusted as the token (docs/api.md says so).
  */
 import { z } from 'zod';
-import { execResultSchema } from './exec.js';
+import { execResultSchema, execSchema } from './exec.js';
 import { request, response } from './registry.js';
 
 const hostPath = z.string().min(1).max(4096).refine((s) => !s.includes('\0'), 'cannot contain NUL bytes').refine((s) => s.startsWith('/'), 'must be an absolute host path');
@@ -26,10 +26,12 @@ export const packVerifiedSchema = response('PackVerified', z.object({
   signature: z.object({ status: z.string(), keyId: z.string().nullable().optional() }).loose(),
 }).loose());
 
-export const packRunSchema = request('PackRun', z.strictObject({
+/** As `POST /v1/run` takes a command (stdin, env, workdir, output caps and encoding), with the artifact as the machine. */
+export const packRunSchema = request('PackRun', execSchema.extend({
   path: hostPath,
-  argv: z.array(z.string().refine((s) => !s.includes('\0'), 'cannot contain NUL bytes')).min(1).optional().describe('default: the artifact\'s entrypoint'),
-  timeoutMs: z.int().min(1).max(24 * 3600_000).optional(),
+  argv: execSchema.shape.argv.optional().describe('default: the artifact\'s entrypoint'),
+  env: execSchema.shape.env.describe('added to the artifact\'s recorded env'),
+  workdir: execSchema.shape.workdir.describe('default: the artifact\'s recorded workdir'),
 }));
 
 export { execResultSchema as packRunResultSchema };

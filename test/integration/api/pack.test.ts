@@ -53,9 +53,10 @@ describe('pack and image routes', () => {
   });
 
   it('runs the artifact as a throwaway, and creates a machine from it with its shape and env', async () => {
-    const run = await call('POST', '/v1/pack/run', '/v1/pack/run', { path: art, argv: ['sh', '-c', 'echo "$FROM_PACK $(pwd)"; exit 4'] });
+    // stdin, env (added to the recorded env) and workdir as /v1/run takes them
+    const run = await call('POST', '/v1/pack/run', '/v1/pack/run', { path: art, argv: ['sh', '-c', 'echo "$FROM_PACK $EXTRA $(pwd)"; cat; exit 4'], env: { EXTRA: 'x' }, workdir: '/', stdin: Buffer.from('in\n').toString('base64') });
     expect(run.status, JSON.stringify(run.json)).toBe(200);
-    expect([run.json.exitCode, run.json.stdout]).toEqual([4, 'yes /tmp\n']);
+    expect([run.json.exitCode, run.json.stdout]).toEqual([4, 'yes x /\nin\n']);
     const made = await call('POST', '/v1/machines', '/v1/machines', { name: 'copy', from: art, start: true });
     expect(made.status, JSON.stringify(made.json)).toBe(201);
     expect([made.json.memoryMiB, made.json.state]).toEqual([256, 'running']);
