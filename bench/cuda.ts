@@ -119,7 +119,7 @@ async function main() {
     const remoted = JSON.parse(stdout.slice(stdout.indexOf('{'))) as Result;
     const rows: [string, number, number, string, string][] = [
       ['cuInit (remoted: connect + handshake + session start), ms', direct.initMs, remoted.initMs, 'lower', ''],
-      ['sync null call p50 (cuCtxGetDevice), µs', direct.nullP50, remoted.nullP50, 'lower', '≤ 25'],
+      ['sync null call p50 (cuCtxGetDevice), µs', direct.nullP50, remoted.nullP50, 'lower', '≤ 20'],
       ['sync null call p99, µs', direct.nullP99, remoted.nullP99, 'lower', '≤ 100'],
       ['fire-and-forget launches/s', direct.launchesPerS, remoted.launchesPerS, 'higher', '≥ 200000'],
       [`HtoD ${quick ? 64 : 256} MiB, GiB/s`, direct.htod, remoted.htod, 'higher', '≥ 1'],
@@ -132,7 +132,7 @@ async function main() {
       console.log([name.padEnd(58), fmt(a).padStart(12), fmt(b).padStart(12), (b / a).toFixed(2).padStart(15), target.padStart(10)].join(''));
     }
     await spinRows(dir);
-    await programRows(daemon.endpoint, dir);
+    await programRows(daemon, dir);
     console.log(`load average ${os.loadavg().map((l) => l.toFixed(1)).join(' ')} (other work on this machine skews these numbers)`);
   } finally {
     await daemon.close();
@@ -185,7 +185,7 @@ async function spinRows(dir: string): Promise<void> {
         const env = { SMOL_CUDA_ENDPOINT: daemons[m].endpoint, SMOL_CUDA_SPIN_US: String(modes[m]) };
         const ts = JSON.parse((await gated(daemons[m], process.execPath, [...process.execArgv, fileURLToPath(import.meta.url), '--measure-null', String(calls)], env)).split('\n').find((l) => l.startsWith('{'))!) as { p50: number; p99: number };
         res.ts[m].p50.push(ts.p50); res.ts[m].p99.push(ts.p99);
-        const c = Object.fromEntries([...(await gated(daemons[m], prog, [ptx, '0', String(calls), '0'], { ...env, LD_LIBRARY_PATH: build })).matchAll(/^BENCH (\S+) (\S+)/gm)].map((x) => [x[1], Number(x[2])]));
+        const c = parseBench(await gated(daemons[m], prog, [ptx, '0', String(calls), '0'], { ...env, LD_LIBRARY_PATH: build }));
         res.c[m].p50.push(c.null_p50_us); res.c[m].p99.push(c.null_p99_us);
       }
     }
@@ -222,21 +222,22 @@ function measureNull(n: number): { p50: number; p99: number } {
 /** `BENCH name value` lines of test/fixtures/cuda-programs/driver_bench, as numbers. */
 async function runProgram(file: string, args: string[], env: NodeJS.ProcessEnv): Promise<Record<string, number>> {
   const { stdout } = await execFileAsync(file, args, { env: { ...process.env, ...env }, maxBuffer: 1 << 20 });
-  return Object.fromEntries([...stdout.matchAll(/^BENCH (\S+) (\S+)/gm)].map((m) => [m[1], Number(m[2])]));
+  return parseBench(stdout);
 }
+const parseBench = (stdout: string): Record<string, number> => Object.fromEntries([...stdout.matchAll(/^BENCH (\S+) (\S+)/gm)].map((m) => [m[1], Number(m[2])]));
 
 /**
  * The same measurements from inside a C program: against the FAKE driver directly, through the shim to the
  * daemon on this host, and through the shim inside a microVM (guest socket -> agent -> virtio-serial -> smol
  * -> daemon). The VM row needs the guest kernel and images `smol` uses (installed by scripts/setup.sh).
  */
-async function programRows(endpoint: string, dir: string): Promise<void> {
+async function programRows(daemon: GpuDaemon, dir: string): Promise<void> {
   const progs = path.join(build, 'cuda-programs');
   const ptx = path.join(progs, 'kernels.ptx');
   const prog = path.join(progs, 'driver_bench');
   const [mib, calls, launches] = quick ? ['16', '500', '5000'] : ['64', '2000', '20000'];
   const direct = await runProgram(prog, [ptx, mib, calls, launches], { LD_LIBRARY_PATH: path.dirname(driverPath) });
-  const shim = await runProgram(prog, [ptx, mib, calls, launches], { LD_LIBRARY_PATH: build, SMOL_CUDA_ENDPOINT: endpoint });
+  const shim = parseBench(await gated(daemon, prog, [ptx, mib, calls, launches], { LD_LIBRARY_PATH: build, SMOL_CUDA_ENDPOINT: daemon.endpoint }));
   const assets = assetsHome();
   let vm: Record<string, number> | null = null;
   let why = '';
@@ -255,7 +256,7 @@ async function programRows(endpoint: string, dir: string): Promise<void> {
     }
   }
   const metrics: [string, string, string][] = [
-    ['null_p50_us', 'sync null call p50, µs', '≤ 25'], ['null_p99_us', 'sync null call p99, µs', '≤ 100'],
+    ['null_p50_us', 'sync null call p50, µs', '≤ 20'], ['null_p99_us', 'sync null call p99, µs', '≤ 100'],
     ['launches_per_s', 'fire-and-forget launches/s', '≥ 200000'], ['htod_gib_s', 'HtoD GiB/s', '≥ 1'], ['dtoh_gib_s', 'DtoH GiB/s', '≥ 1'],
   ];
   console.log(`\nfrom a C program (driver_bench): direct FAKE driver | shim -> unix socket -> daemon | shim inside a microVM (TCG)${vm ? '' : ` [VM: skipped, ${why}]`}`);
