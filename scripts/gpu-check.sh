@@ -11,6 +11,7 @@
 # Frameworks (PyTorch, cuBLAS, cuDNN, Triton, ...) native vs remoted: scripts/gpu-frameworks.sh (issue #30).
 set -uo pipefail
 cd "$(dirname "$0")/.."
+. scripts/gpu-node.sh
 LIBCUDA=""; BENCH=0
 while [ $# -gt 0 ]; do
   case "$1" in
@@ -33,7 +34,7 @@ done
 
 serve() { # socket name, control name, extra environment...
   local sock="$1" ctl="$2"; shift 2
-  env "$@" node --import tsx test/integration/cuda/smol-dev.ts gpu serve --listen "unix:$TMP/$sock" \
+  env "$@" $SMOL_DEV gpu serve --listen "unix:$TMP/$sock" \
     --libcuda "$LIBCUDA" --control "$TMP/$ctl" >"$TMP/$sock.log" 2>&1 &
 }
 wait_sock() {
@@ -125,7 +126,7 @@ run "image layouts: driver API fatbin" "ALL PASS" "$P/driver_vecadd" "$FB"
 grep -q 'layouts come from the module images' "$TMP/cuda-image.sock.log" || { rows+=("image layouts: daemon log          FAIL   (no fallback line)"); fails=$((fails + 1)); }
 echo; echo "CUDA remoting check against $LIBCUDA"
 printf '%s\n' "${rows[@]}"
-node --import tsx test/integration/cuda/smol-dev.ts gpu status --control "$TMP/ctl" --json | head -20
-if [ "$BENCH" = 1 ]; then timeout 180 node --import tsx bench/cuda.ts --libcuda "$LIBCUDA"; fi
+$SMOL_DEV gpu status --control "$TMP/ctl" --json | head -20
+if [ "$BENCH" = 1 ]; then timeout 180 $CUDA_BENCH --libcuda "$LIBCUDA"; fi
 [ "$fails" -eq 0 ] && echo "gpu-check: ALL PASS" || echo "gpu-check: $fails FAILED"
 exit $(( fails > 0 ))

@@ -19,6 +19,7 @@
 # --no-build: use build/ as it is (make is otherwise run on each native part first).
 set -uo pipefail
 cd "$(dirname "$0")/.."
+. scripts/gpu-node.sh
 LIBCUDA=""; TRACE=0; ONLY=""; SAVE=""; SELFTEST=0; USAGE=""; APPLY=""; DOCS=docs/cuda.md; BUILD=1
 while [ $# -gt 0 ]; do
   case "$1" in
@@ -114,17 +115,17 @@ if [ "$TRACE" = 1 ]; then
     [ $rc -ne 0 ] && tail -3 "$TMP/$w.out"
   done
   echo "What the shim lacks of it (scripts/cuda-coverage.ts --usage):"
-  node --import tsx scripts/cuda-coverage.ts --no-build --usage "$USAGE"
+  $CUDA_COVERAGE --no-build --usage "$USAGE"
   exit 0
 fi
 
-node --import tsx test/integration/cuda/smol-dev.ts gpu serve --listen "unix:$TMP/cuda.sock" \
+$SMOL_DEV gpu serve --listen "unix:$TMP/cuda.sock" \
   --libcuda "$LIBCUDA" --control "$TMP/ctl" >"$TMP/daemon.log" 2>&1 &
 DAEMON=$!
 for _ in $(seq 1 150); do [ -S "$TMP/cuda.sock" ] && break; sleep 0.2; done
 [ -S "$TMP/cuda.sock" ] || { echo "gpu-frameworks: daemon did not start:" >&2; cat "$TMP/daemon.log" >&2; exit 1; }
 REMOTE=(env LD_LIBRARY_PATH="$OUT" SMOL_CUDA_ENDPOINT="unix:$TMP/cuda.sock")
-status() { node --import tsx test/integration/cuda/smol-dev.ts gpu status --control "$TMP/ctl" --json; }
+status() { $SMOL_DEV gpu status --control "$TMP/ctl" --json; }
 
 rows=(); md=(); fails=0; skips=0; TODAY="$(date -u +%F)"
 for w in "${WORKLOADS[@]}"; do
