@@ -3,7 +3,7 @@ import { describe, expect, it } from 'vitest';
 import { OP, PROTO_HASH, PROTOCOL } from '../../../src/cuda/protocol/index.js';
 import { Session, STAT } from '../../../src/cuda/daemon/session.js';
 import type { CudaDriver } from '../../../src/cuda/daemon/driver/cuda.js';
-import { MAX_LOG } from '../../../src/cuda/daemon/ops/queries-jit.js';
+import { MAX_LINKS, MAX_LOG } from '../../../src/cuda/daemon/ops/queries-jit.js';
 
 const HOST_BUF = 0x5000;
 
@@ -97,6 +97,14 @@ describe('link states', () => {
     expect([type, size, name.toString('latin1')]).toEqual([1, ptx.length, 'k.ptx\0']);
     expect(s.dispatch(OP.LinkDestroy, [LINK], Buffer.alloc(0))).toBeNull();
     expect(s.dispatch(OP.LinkComplete, [LINK], Buffer.alloc(0))!.status).toBe(400);
+  });
+
+  it('are bounded per session: one past the cap is out of memory, and a destroyed one makes room', () => {
+    const { s } = session();
+    for (let i = 0; i < MAX_LINKS; i++) expect(s.dispatch(OP.LinkCreate, [LINK + i, 0], Buffer.alloc(0))!.status).toBe(0);
+    expect(s.dispatch(OP.LinkCreate, [LINK + MAX_LINKS, 0], Buffer.alloc(0))!.status).toBe(2);
+    s.dispatch(OP.LinkDestroy, [LINK], Buffer.alloc(0));
+    expect(s.dispatch(OP.LinkCreate, [LINK + MAX_LINKS, 0], Buffer.alloc(0))!.status).toBe(0);
   });
 
   it('send the linked image back after the option values and logs', () => {

@@ -18,6 +18,8 @@ export const MAX_OPTS = 64;
 export const MAX_LOG = 64 * 1024;
 /** CUjitInputType: CUBIN .. NVVM. */
 const INPUT_TYPES = 6;
+/** Link states one session may hold at once: each keeps up to two logs and the driver's state here. */
+export const MAX_LINKS = 256;
 
 interface Jit { n: number; opts: Buffer; vals: Buffer; info: Buffer | null; err: Buffer | null }
 interface Link { host: number; jit: Jit }
@@ -93,6 +95,7 @@ export const jitOps = {
   LinkCreate(s, a, blob) {
     const links = linkMap(s);
     if (links.has(a.link)) throw new CudaError('link id reused', CU.invalidHandle);
+    if (links.size >= MAX_LINKS) throw new CudaError('too many link states', CU.outOfMemory);
     const jit = parseJit(s, blob, a.nopts, true);
     const r = s.drv.cuLinkCreate(jit.n, jit.opts, jit.vals, s.out1);
     if (!r) links.set(a.link, { host: s.num(s.out1[0]), jit });
