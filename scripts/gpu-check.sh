@@ -127,6 +127,6 @@ grep -q 'layouts come from the module images' "$TMP/cuda-image.sock.log" || { ro
 echo; echo "CUDA remoting check against $LIBCUDA"
 printf '%s\n' "${rows[@]}"
 $SMOL_DEV gpu status --control "$TMP/ctl" --json | head -20
-if [ "$BENCH" = 1 ]; then timeout 180 $CUDA_BENCH --libcuda "$LIBCUDA"; fi
+if [ "$BENCH" = 1 ]; then timeout 300 $CUDA_BENCH --libcuda "$LIBCUDA"; fi
 [ "$fails" -eq 0 ] && echo "gpu-check: ALL PASS" || echo "gpu-check: $fails FAILED"
 exit $(( fails > 0 ))
