@@ -8,7 +8,7 @@ import { execFileSync, spawn } from 'node:child_process';
 import fs from 'node:fs';
 import path from 'node:path';
 import { OP, PROTOCOL, encodeFrame } from '../../../src/cuda/protocol/index.js';
-import { Raw, build, buildNative, shimEnv, startDaemon, waitFor, type DaemonProc } from './helpers.js';
+import { Raw, build, buildNative, nvcc, progs, results, runProgram, shimEnv, startDaemon, waitFor, type DaemonProc } from './helpers.js';
 
 let d: DaemonProc;
 beforeAll(async () => { buildNative(); d = await startDaemon(); });
@@ -48,6 +48,14 @@ describe('graphs through the daemon', () => {
     fire(owner, OP.GraphLaunch, [exec, stream]);
     expect((await owner.call(OP.CtxSynchronize, []))?.status).toBe(400); // destroyed
     owner.sock.destroy(); thief.sock.destroy();
+  });
+
+  it.skipIf(!nvcc)(`cudart's graphs (rt_graphs, shared cudart): thread-local capture with a relaxed cudaMalloc, 10 replays, a refused pageable copy${nvcc ? '' : ' [skipped: nvcc not installed]'}`, async () => {
+    const r = await runProgram(path.join(progs, 'rt_graphs'), [], shimEnv(d.endpoint));
+    expect(r.code, r.stderr).toBe(0);
+    expect(results(r.stdout)).toEqual({
+      idle_not_capturing: 'PASS', capturing_with_id: 'PASS', replay_10_times: 'PASS', pageable_copy_refused_in_capture: 'PASS',
+    });
   });
 
   it('cuStreamIsCapturing and cuStreamGetCaptureInfo cost no round trip unless work went to the capture', async () => {
