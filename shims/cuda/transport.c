@@ -275,6 +275,9 @@ static int is_work(uint16_t op) {
   case SMOL_OP_MEM_FREE: case SMOL_OP_MEM_FREE_ASYNC: case SMOL_OP_MEMCPY_HTO_D: case SMOL_OP_MEMCPY_DTO_D:
   case SMOL_OP_MEMSET: case SMOL_OP_LAUNCH_KERNEL: case SMOL_OP_EVENT_RECORD: case SMOL_OP_STREAM_WAIT_EVENT:
   case SMOL_OP_STREAM_CREATE: case SMOL_OP_EVENT_CREATE:
+  /* the framework areas' work: after a fault the driver refuses it from the call itself, as it does the above */
+  case SMOL_OP_LAUNCH_KERNEL_EX: case SMOL_OP_GRAPH_LAUNCH: case SMOL_OP_GRAPH_UPLOAD: case SMOL_OP_MEMCPY2D_HTO_D:
+  case SMOL_OP_MEMCPY3D_DTO_D: case SMOL_OP_MEMSET2D: case SMOL_OP_STREAM_MEM_OP:
     return 1;
   default:
     return 0;

@@ -49,7 +49,8 @@ describe('session processes', () => {
   });
 
   it('a fault poisons the rest of its own process as on an H200, through the shim and on the FAKE alike', async () => {
-    const real = fs.readFileSync(path.join(root, 'test/fixtures/cuda-programs/expected-fault_isolation.txt'), 'utf8').split('\n').filter((l) => l.startsWith('CASE ')).join('\n');
+    const real = fs.readFileSync(path.join(root, 'test/fixtures/cuda-programs/expected-fault_isolation.txt'), 'utf8')// `# unverified: …` marks a line no real driver has printed yet
+      .split('\n').filter((l) => l.startsWith('CASE ')).map((l) => l.replace(/\s*#.*$/, '')).join('\n');
     const fake = await runProgram(path.join(progs, 'fault_isolation'), [ptx], { LD_LIBRARY_PATH: path.dirname(fakeLibcuda) });
     const remoted = await runProgram(path.join(progs, 'fault_isolation'), [ptx], shimEnv(d.endpoint));
     const cases = (out: string) => out.split('\n').filter((l) => l.startsWith('CASE ')).join('\n');
