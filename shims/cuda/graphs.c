@@ -301,6 +301,20 @@ static CUresult on_stream(uint16_t op, smol_exec *x, void *s) {
 EXPORT CUresult cuGraphLaunch(smol_exec *x, void *s) { return on_stream(SMOL_OP_GRAPH_LAUNCH, x, s); }
 EXPORT CUresult cuGraphUpload(smol_exec *x, void *s) { return on_stream(SMOL_OP_GRAPH_UPLOAD, x, s); }
 
+/* Counts only (frameworks ask how many nodes a capture made): the shim names no nodes, so a caller that
+ * wants the nodes themselves gets NOT_SUPPORTED, logged. */
+static CUresult node_count(smol_graph *g, void **nodes, size_t *n, int root, const char *name) {
+  CUresult r = smol_need_init(); if (r) return r;
+  if (!graph_ok(g) || !n) return CUDA_ERROR_INVALID_VALUE;
+  if (nodes && *n) return smol_unsupported(name);
+  uint64_t a[2] = { g->id, (uint64_t)root }, o = 0;
+  r = smol_call(SMOL_OP_GRAPH_NODE_COUNT, a, 2, NULL, 0, &o, 1, NULL, 0, NULL);
+  if (!r) *n = nodes ? 0 : o;
+  return r;
+}
+EXPORT CUresult cuGraphGetNodes(smol_graph *g, void **nodes, size_t *n) { return node_count(g, nodes, n, 0, "cuGraphGetNodes with a node array"); }
+EXPORT CUresult cuGraphGetRootNodes(smol_graph *g, void **nodes, size_t *n) { return node_count(g, nodes, n, 1, "cuGraphGetRootNodes with a node array"); }
+
 typedef struct { int result; void *err_node, *err_from; } update_info;
 EXPORT CUresult cuGraphExecUpdate_v2(smol_exec *x, smol_graph *g, update_info *info) {
   CUresult r = smol_need_ctx(); if (r) return r;

@@ -309,6 +309,11 @@ export class GraphExecUpdateArgs extends ArgView {
   get exec(): number { return this.w[0]; }
   get graph(): number { return this.w[1]; }
 }
+/** GraphNodeCount (op 110). */
+export class GraphNodeCountArgs extends ArgView {
+  get graph(): number { return this.w[0]; }
+  get root(): number { return this.w[1]; }
+}
 /** MemPoolCreate (op 140). */
 export class MemPoolCreateArgs extends ArgView {
   get pool(): number { return this.w[0]; }
@@ -684,6 +689,7 @@ export interface OpArgs {
   GraphLaunch: GraphLaunchArgs;
   GraphUpload: GraphUploadArgs;
   GraphExecUpdate: GraphExecUpdateArgs;
+  GraphNodeCount: GraphNodeCountArgs;
   MemPoolCreate: MemPoolCreateArgs;
   MemPoolDestroy: MemPoolDestroyArgs;
   DeviceSetMemPool: DeviceSetMemPoolArgs;
@@ -799,6 +805,7 @@ export const ARG_VIEWS: { readonly [K in keyof OpArgs]: new () => OpArgs[K] } = 
   GraphLaunch: GraphLaunchArgs,
   GraphUpload: GraphUploadArgs,
   GraphExecUpdate: GraphExecUpdateArgs,
+  GraphNodeCount: GraphNodeCountArgs,
   MemPoolCreate: MemPoolCreateArgs,
   MemPoolDestroy: MemPoolDestroyArgs,
   DeviceSetMemPool: DeviceSetMemPoolArgs,
@@ -909,6 +916,7 @@ export const ARG_INDEX = {
   GraphLaunch: { exec: 0, stream: 1 },
   GraphUpload: { exec: 0, stream: 1 },
   GraphExecUpdate: { exec: 0, graph: 1 },
+  GraphNodeCount: { graph: 0, root: 1 },
   MemPoolCreate: { pool: 0, allocType: 1, handleTypes: 2, locType: 3, locId: 4, maxSize: 5 },
   MemPoolDestroy: { pool: 0 },
   DeviceSetMemPool: { dev: 0, pool: 1 },

@@ -11,5 +11,7 @@ export const graphSigs = {
   cuGraphExecDestroy: ['cuGraphExecDestroy', 'int NAME(uint64_t x)'],
   cuGraphLaunch: ['cuGraphLaunch', 'int NAME(uint64_t x, uint64_t s)'],
   cuGraphUpload: ['cuGraphUpload', 'int NAME(uint64_t x, uint64_t s)'],
+  cuGraphGetNodes: ['cuGraphGetNodes', 'int NAME(uint64_t g, void *nodes, _Out_ uint64_t *n)'],
+  cuGraphGetRootNodes: ['cuGraphGetRootNodes', 'int NAME(uint64_t g, void *nodes, _Out_ uint64_t *n)'],
   cuGraphExecUpdate: ['cuGraphExecUpdate_v2', 'int NAME(uint64_t x, uint64_t g, void *info)'],
 } as const satisfies SigTable;

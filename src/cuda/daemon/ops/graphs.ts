@@ -103,4 +103,9 @@ export const graphOps = {
     const r = s.drv.cuGraphExecUpdate(s.lookup(g.execs, a.exec), s.lookup(g.graphs, a.graph), updateInfo);
     return s.ret(r, [updateInfo.readInt32LE(0)]);
   },
+  GraphNodeCount(s, a) {
+    const h = s.lookup(state(s).graphs, a.graph);
+    const r = (a.root ? s.drv.cuGraphGetRootNodes : s.drv.cuGraphGetNodes)(h, null, s.out1);
+    return s.ret(r, [r ? 0 : s.num(s.out1[0])]);
+  },
 } satisfies Partial<OpHandlers>;

@@ -15,4 +15,6 @@ export const graphOpSpecs: readonly OpSpec[] = [
   fire(107, 'GraphLaunch', ['exec', 'stream']),
   fire(108, 'GraphUpload', ['exec', 'stream']),
   op(109, 'GraphExecUpdate', ['exec', 'graph'], ['result']),
+  // node counts only (`root` 1: cuGraphGetRootNodes): the shim names no nodes
+  op(110, 'GraphNodeCount', ['graph', 'root'], ['count']),
 ];
