@@ -51,7 +51,7 @@ const floorsRule = {
 // koffi, services never import the CLI stack.
 const cliOnly = ['commander', 'chalk', 'ora', 'cli-table3'];
 export default tseslint.config(
-  { ignores: ['dist/**', 'node_modules/**', 'build/**', 'coverage/**', '**/*.c', '**/*.h'] },
+  { ignores: ['dist/**', 'node_modules/**', 'build/**', 'coverage/**', '.gpukit/**', '**/*.c', '**/*.h'] },
   js.configs.recommended,
   ...tseslint.configs.recommended,
   {
