@@ -4,6 +4,7 @@
  * come back packed and are scattered here; a device-to-device copy is one fire-and-forget op. Arrays do
  * not exist in smol (cuArrayCreate is unsupported), so a copy naming one is refused. */
 #include "shim.h"
+#include "capture.h"
 #include <stdlib.h>
 #include <string.h>
 
@@ -124,6 +125,8 @@ static CUresult run(shape_t *c, void *stream, int is_async) {
   /* A pitch or slice height the copy does not use may be anything; the host gets ones that mean nothing. */
   if (c->depth == 1) c->src.height = c->dst.height = c->rows;
   if (c->depth == 1 && c->rows == 1) c->src.pitch = c->dst.pitch = c->width;
+  /* in a capture, guest host memory cannot be replayed: refused as the driver refuses pageable memory */
+  if ((r = smol_capture(stream, c->src.dev && c->dst.dev ? SMOL_CW_DEVICE : SMOL_CW_HOST, NULL))) return r;
   if (c->src.dev && c->dst.dev) {
     uint64_t a[11] = { c->dst.addr, c->dst.pitch, c->dst.height, c->src.addr, c->src.pitch, c->src.height,
                        c->width, c->rows, c->depth, sid, (uint64_t)is_async };
@@ -162,7 +165,7 @@ EXPORT CUresult cuMemcpy3DAsync_v2(const memcpy3d_t *p, void *s) { return copy3d
 /* 2D memsets: the rows' footprint must lie inside one allocation, the start aligned to the element. */
 static CUresult set2d(CUdeviceptr d, size_t pitch, unsigned v, unsigned elem, size_t w, size_t h, void *s, int is_async) {
   uint64_t a[8] = { d, pitch, v, elem, w, h, 0, (uint64_t)is_async };
-  CUresult r = smol_need_ctx(); if (!r) r = smol_stream_arg(s, &a[6]); if (r) return r;
+  CUresult r = smol_need_ctx(); if (!r) r = smol_stream_arg(s, &a[6]); if (!r) r = smol_capture(s, SMOL_CW_DEVICE, NULL); if (r) return r;
   if (d % elem) return CUDA_ERROR_INVALID_VALUE;
   if (!w || !h) return CUDA_SUCCESS;
   side_t t = { 1, d, pitch, 0 };

@@ -3,6 +3,7 @@
  * blocks that stream on the GPU, never the guest or the daemon. Only device memory this process
  * allocated can be named: guest host memory is not reachable by the GPU. */
 #include "shim.h"
+#include "capture.h"
 #include <string.h>
 
 enum { MEMOP_WAIT32 = 1, MEMOP_WRITE32 = 2, MEMOP_FLUSH = 3, MEMOP_WAIT64 = 4, MEMOP_WRITE64 = 5, MEMOP_BARRIER = 6 };
@@ -34,7 +35,7 @@ static CUresult memop_send(uint64_t sid, unsigned kind, CUdeviceptr addr, uint64
 static CUresult memop(void *s, unsigned kind, CUdeviceptr addr, uint64_t value, unsigned flags) {
   uint64_t sid;
   CUresult r = smol_need_ctx(); if (!r) r = smol_stream_arg(s, &sid); if (r) return r;
-  if ((r = memop_ok(kind, addr, flags))) return r;
+  if ((r = memop_ok(kind, addr, flags)) || (r = smol_capture(s, SMOL_CW_DEVICE, NULL))) return r;
   return memop_send(sid, kind, addr, kind == MEMOP_WAIT32 || kind == MEMOP_WRITE32 ? (uint32_t)value : value, flags);
 }
 #define MEMOP_FNS(sfx) \
@@ -64,6 +65,7 @@ static CUresult batch(void *s, unsigned count, const batch_op *ops, unsigned fla
     int val = k == MEMOP_WAIT32 || k == MEMOP_WAIT64 || k == MEMOP_WRITE32 || k == MEMOP_WRITE64;
     if ((r = memop_ok(k, val ? ops[i].value.address : 0, val ? ops[i].value.flags : ops[i].other.flags))) return r;
   }
+  if (count && (r = smol_capture(s, SMOL_CW_DEVICE, NULL))) return r;
   for (unsigned i = 0; i < count && !r; i++) {
     unsigned k = ops[i].operation;
     int val = k == MEMOP_WAIT32 || k == MEMOP_WAIT64 || k == MEMOP_WRITE32 || k == MEMOP_WRITE64;
