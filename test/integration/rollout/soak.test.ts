@@ -13,6 +13,7 @@ import { SqliteLedger } from '../../../src/ledger/sqlite.js';
 import { submitRollout } from '../../../src/rollout/submit.js';
 import { startUpstream, type TestUpstream } from '../../fixtures/upstream/server.js';
 import { smol, type Proc } from './procs.js';
+import Database from 'better-sqlite3';
 
 // 300 is the fewest that proves what 1,000 does: the faults land at 15 % (45 items, each of 3 workers holding 6
 // leases), and several samples end in 99 (s099, s199, s299: permanent failures among retried ones). The long
@@ -68,7 +69,13 @@ describe('rollout soak with injected faults (real processes)', () => {
     const [w1, w2, w3] = [worker(), worker(), worker()];
     const doneCount = async () => (await ledger.stats('soak')).results;
 
-    while ((await doneCount()) < N * 0.15) await sleep(200);
+    // the faults must land mid-work: on a quiet host the first worker up can do 15 % alone while the
+    // others still start, and a fault on a worker that holds nothing proves nothing
+    const db = new Database(path.join(dir, 'ledger.db'), { readonly: true });
+    const leasedBy = db.prepare("SELECT count(*) AS n FROM items WHERE status = 'leased' AND lease_owner LIKE ?");
+    const holds = (w: Proc) => (leasedBy.get(`%:${w.child.pid}`) as { n: number }).n > 0;
+    while ((await doneCount()) < N * 0.15 || !holds(w1) || !holds(w2)) await sleep(20);
+    db.close();
     w1.kill('SIGKILL'); // dies holding leases mid-work
     w2.kill('SIGSTOP'); // a zombie: its leases expire while it is stopped
     g1.kill('SIGKILL'); // the gateway dies with batches in flight

@@ -141,19 +141,20 @@ describe('volumes over virtiofs (real QEMU and virtiofsd)', () => {
   // concurrently: each is a few CLI starts refused before anything is made (service.create checks volumes first)
   it.concurrent.each([
     ['a missing host path', ['-v', '/nonexistent/smol-vol:/work'], 66, /volume host path not found: \/nonexistent\/smol-vol/],
-    ['a relative guest path', ['-v', 'SHARE:work'], 65, /-v: guest path "work" must be absolute/],
-    ['two volumes on one guest path', ['-v', 'SHARE:/w', '-v', 'RO:/w/'], 65, /guest path \/w is already used by -v/],
-    ['a volume on /', ['-v', 'SHARE:/'], 65, /cannot be mounted on \//],
-    ['a host path that is a file', ['-v', 'FILE:/w'], 65, /is not a directory/],
-    ['volumes on a forkable machine', ['-v', 'SHARE:/w', '--forkable'], 64, /volumes cannot be forkable/],
+    ['a relative guest path', ['-v', '@SHARE:work'], 65, /-v: guest path "work" must be absolute/],
+    ['two volumes on one guest path', ['-v', '@SHARE:/w', '-v', '@RO:/w/'], 65, /guest path \/w is already used by -v/],
+    ['a volume on /', ['-v', '@SHARE:/'], 65, /cannot be mounted on \//],
+    ['a host path that is a file', ['-v', '@FILE:/w'], 65, /is not a directory/],
+    ['volumes on a forkable machine', ['-v', '@SHARE:/w', '--forkable'], 64, /volumes cannot be forkable/],
     // host paths smol will not share (volumes/host-policy.ts): what, why, and the way out
     ['/proc', ['-v', '/proc:/p'], 65, /-v \/proc:\/p: host path \/proc is refused: it is \/proc, the host kernel's .*core_pattern.*\n.*--allow-unsafe-volume/s],
-    ['a symlink to /sys', ['-v', 'TOSYS:/s:ro'], 65, /\(really \/sys\) is refused/],
-    ['smol\'s own home, even read-only', ['-v', 'HOME/machines:/m:ro'], 65, /is inside smol's home \(SMOL_HOME\).*read every machine's disk/],
+    ['a symlink to /sys', ['-v', '@TOSYS:/s:ro'], 65, /\(really \/sys\) is refused/],
+    ['smol\'s own home, even read-only', ['-v', '@HOME/machines:/m:ro'], 65, /is inside smol's home \(SMOL_HOME\).*read every machine's disk/],
     ['/ read-write', ['-v', '/:/host'], 65, /the host's root directory, read-write/],
   ])('refuses %s with a clear error and creates nothing', async (_what, flags, code, msg) => {
-    const sub = (a: string) => a.replace('SHARE', share).replace('RO', ro).replace('FILE', path.join(share, 'hello.txt'))
-      .replace('TOSYS', path.join(data, 'to-sys')).replace('HOME', home);
+    const sub = (a: string) => a.replace('@SHARE', share).replace('@RO', ro).replace('@FILE', path.join(share, 'hello.txt'))
+      .replace('@TOSYS', path.join(data, 'to-sys')).replace('@HOME', home);
+    // '@' marks the placeholders: a temp dir's random name may hold RO or HOME itself (it once did)
     const cmds = [['run', ...flags.map(sub), '--', 'true'], ['machine', 'create', 'bad', ...flags.map(sub)]];
     for (const r of await Promise.all(cmds.map((cmd) => smol(cmd, { home })))) {
       expect(r.code, r.stderr).toBe(code);
