@@ -52,8 +52,6 @@ export class HostPathPolicy {
     return new HostPathPolicy(roots);
   }
 
-  get restricted(): boolean { return this.roots !== null; }
-
   /** Refuses `p` unless it resolves inside a root; `where` names the request field. */
   check(p: string, where: string): void {
     if (!this.roots) return;

@@ -6,7 +6,7 @@
  */
 import fs from 'node:fs';
 import path from 'node:path';
-import { smolHome } from '../util/paths.js';
+import { dataPaths, smolHome } from '../util/paths.js';
 import type { BlobStore } from './blobs.js';
 import { FileBlobStore } from './file-blobs.js';
 import { blobMaxBytes } from './blob-common.js';
@@ -42,12 +42,12 @@ export function resolveLedger(explicit?: string, env: NodeJS.ProcessEnv = proces
   if (named && isS3Url(named)) {
     parseS3Url(named, '$SMOL_BLOBS'); // a malformed URL is a usage error before anything opens
     const backend = isPostgresUrl(ledger) ? 'postgres' : 'sqlite';
-    return { ledger: backend === 'postgres' ? ledger : path.resolve(ledger), backend, sync, blobStore: 's3', blobs: path.join(smolHome(env), 'cache', 'blobs'), blobsUrl: named };
+    return { ledger: backend === 'postgres' ? ledger : path.resolve(ledger), backend, sync, blobStore: 's3', blobs: dataPaths(smolHome(env)).blobCache, blobsUrl: named };
   }
   if (isPostgresUrl(ledger)) {
     // $SMOL_BLOBS=DIR keeps a directory every host mounts (how blobs were shared before they lived in PostgreSQL)
     if (named && named !== 'postgres') return { ledger, backend: 'postgres', sync, blobStore: 'files', blobs: path.resolve(named) };
-    return { ledger, backend: 'postgres', sync, blobStore: 'postgres', blobs: path.join(smolHome(env), 'cache', 'blobs') };
+    return { ledger, backend: 'postgres', sync, blobStore: 'postgres', blobs: dataPaths(smolHome(env)).blobCache };
   }
   const file = path.resolve(ledger);
   if (named === 'postgres') throw new LedgerLocationError('SMOL_BLOBS=postgres needs a PostgreSQL ledger', { where: '$SMOL_BLOBS', hint: 'Unset SMOL_BLOBS (a SQLite ledger keeps its blobs beside it) or point --ledger at a postgres:// URL.' });

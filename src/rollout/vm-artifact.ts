@@ -15,7 +15,7 @@ import { ConflictError, TimeoutError } from '../errors/index.js';
 import { mergeSpec } from '../smolfile/merge.js';
 import { dataPaths } from '../util/paths.js';
 import { saveForkPoint } from '../vm/api/fork.js';
-import { ForkPointStore, removePoint, type MachineService } from '../vm/api/machines.js';
+import { ForkPointStore, pulledArtifactLock, removePoint, type MachineService } from '../vm/api/machines.js';
 
 /**
  * How long a worker waits for another worker on its host to pull and save the point. Long, since the other is
@@ -36,7 +36,7 @@ function digestOf(refOrDigest: string): string {
 
 /** Where a host keeps a pulled artifact: named by the full digest it was pulled by (a point's spec names this file). */
 export function pulledArtifactFile(home: string, refOrDigest: string): string {
-  return path.join(dataPaths(home).cache, 'pulled', `${digestOf(refOrDigest).slice('sha256:'.length)}.smolmachine`);
+  return path.join(dataPaths(home).pulledArtifacts, `${digestOf(refOrDigest).slice('sha256:'.length)}.smolmachine`);
 }
 
 export interface ArtifactPointResult {
@@ -58,7 +58,7 @@ export async function ensureArtifactPoint(svc: MachineService, ref: string, o: {
     if (!svc.store.find(point) && usablePoint(svc, point, file, ref)) return { point, pulled: false, saved: false };
     let unlock: () => void;
     try {
-      unlock = svc.store.lock(`artifact:${digestOf(ref)}`, 'pull', ref); // `smol prune` checks this name (vm/prune/caches.ts)
+      unlock = svc.store.lock(pulledArtifactLock(digestOf(ref)), 'pull', ref);
     } catch (err) {
       if (!(err instanceof ConflictError)) throw err;
       if (Date.now() > deadline) throw new TimeoutError(`preparing ${ref} did not get its turn within ${Math.round((o.waitMs ?? ARTIFACT_POINT_WAIT_MS) / 1000)}s: ${err.message}`, { where: ref });

@@ -29,6 +29,10 @@ export const dataPaths = (home = smolHome()) => ({
   cache: path.join(home, 'cache'),
   /** `--image DIR` content digests by stat fingerprint (vm/image/tree-digest-cache.ts). */
   treeDigests: path.join(home, 'cache', 'tree-digests.json'),
+  /** Artifacts a rollout worker pulled for artifact stages (rollout/vm-artifact.ts; pruned by vm/prune/caches.ts). */
+  pulledArtifacts: path.join(home, 'cache', 'pulled'),
+  /** Remote ledger blobs fetched as files for stages (ledger/blob-common.ts; pruned by vm/prune/caches.ts). */
+  blobCache: path.join(home, 'cache', 'blobs'),
   run: path.join(home, 'run'),
 });
 

@@ -7,7 +7,7 @@
 /** Create, start, stop, remove, list and look up machines; owns the store and the engine (one per data dir). */
 export { MachineService, type CreateOptions, type StartOptions, type OpenChannel } from '../service.js';
 /** The machine database (SQLite, from `openMachineDb`) and whether a recorded QEMU pid is still alive. */
-export { MachineStore, pidAlive, type MachineRecord, type MachineState } from '../store/machines.js';
+export { MachineStore, pidAlive, pulledArtifactLock, type MachineRecord, type MachineState } from '../store/machines.js';
 /** Opens (and migrates) the SQLite file that holds machines and fork points. */
 export { openMachineDb } from '../store/db.js';
 /** The one `Engine`: boots, stops and talks to machines through QEMU; `notice` hears one-off host notes (TCG). */

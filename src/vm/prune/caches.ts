@@ -8,13 +8,11 @@ import path from 'node:path';
 import { ConflictError } from '../../errors/index.js';
 import { dataPaths } from '../../util/paths.js';
 import type { MachineService } from '../service.js';
+import { pulledArtifactLock } from '../store/machines.js';
 import { pathsInUse } from './artifacts.js';
 import { diskBytes, recentlyTouched } from './du.js';
 import { result, type PruneOptions, type PruneResult, type PrunedItem } from './types.js';
 import { WORKER_CACHE_GRACE_MS } from '../limits.js';
-
-/** The lock a worker holds while it pulls and saves an artifact's point (rollout/vm-artifact.ts takes the same name). */
-export const pulledArtifactLock = (hex: string) => `artifact:sha256:${hex}`;
 
 /** True when nobody holds `id` now (taken and given back at once: a worker that wants it retries). */
 function free(svc: MachineService, id: string): boolean {
@@ -36,13 +34,13 @@ function list(dir: string): string[] {
 }
 
 function prunePulled(svc: MachineService, o: PruneOptions, removed: PrunedItem[]): void {
-  const dir = path.join(dataPaths(svc.home).cache, 'pulled');
+  const dir = dataPaths(svc.home).pulledArtifacts;
   const used = new Set(pathsInUse(svc));
   for (const n of list(dir)) {
     const p = path.join(dir, n);
     const hex = /^([0-9a-f]{64})\.smolmachine/.exec(n)?.[1];
     // a fork point's spec names its pulled file: kept while the point is; a pull in progress holds the lock
-    if (used.has(p) || recentlyTouched(p, WORKER_CACHE_GRACE_MS) || (hex && !free(svc, pulledArtifactLock(hex)))) continue;
+    if (used.has(p) || recentlyTouched(p, WORKER_CACHE_GRACE_MS) || (hex && !free(svc, pulledArtifactLock(`sha256:${hex}`)))) continue;
     removed.push({ name: `pulled/${n}`, bytes: diskBytes(p) });
     if (!o.dryRun) fs.rmSync(p, { recursive: true, force: true });
   }
@@ -50,7 +48,7 @@ function prunePulled(svc: MachineService, o: PruneOptions, removed: PrunedItem[]
 
 /** A blob a stage may be about to open was fetched or looked up within the grace (cacheBlobFile touches hits). */
 function pruneBlobs(home: string, o: PruneOptions, removed: PrunedItem[]): void {
-  const dir = path.join(dataPaths(home).cache, 'blobs');
+  const dir = dataPaths(home).blobCache;
   for (const sub of list(dir)) {
     const d = path.join(dir, sub);
     for (const n of list(d)) {

@@ -83,6 +83,10 @@ export function pidAlive(pid: number | null | undefined): boolean {
   }
 }
 
+/** The store lock a worker holds while it pulls the artifact pinned by `digest` and saves its point
+ *  (rollout/vm-artifact.ts); `smol prune` leaves that artifact alone while it is held (vm/prune/caches.ts). */
+export const pulledArtifactLock = (digest: string): string => `artifact:${digest}`;
+
 export class MachineStore {
   constructor(readonly db: Db) {}
 

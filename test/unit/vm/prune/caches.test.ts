@@ -8,9 +8,9 @@ import os from 'node:os';
 import path from 'node:path';
 import { afterEach, beforeEach, describe, expect, it } from 'vitest';
 import type { Engine } from '../../../../src/vm/engine.js';
-import { pulledArtifactLock, pruneWorkerCaches } from '../../../../src/vm/prune/caches.js';
+import { pruneWorkerCaches } from '../../../../src/vm/prune/caches.js';
 import { openMachineDb } from '../../../../src/vm/store/db.js';
-import { MachineStore } from '../../../../src/vm/store/machines.js';
+import { MachineStore, pulledArtifactLock } from '../../../../src/vm/store/machines.js';
 import { MachineService } from '../../../../src/vm/service.js';
 import { smolfileSchema } from '../../../../src/smolfile/schema.js';
 import { cacheBlobFile } from '../../../../src/ledger/blob-common.js';
@@ -39,7 +39,7 @@ describe('worker caches', () => {
     svc.store.insert({ id: 'bbbbbb000000', name: 'art-bbbbbbbbbbbb', state: 'stopped', ephemeral: false, spec: smolfileSchema.parse({ image: pulled('b') }), imageId: 'x', ownerPid: null, parent: null, generation: 0 });
     // d is being pulled by another live process right now
     holder = spawn('sleep', ['30']);
-    svc.store.db.prepare('INSERT INTO locks (machine, pid, op, acquired_at) VALUES (?, ?, ?, ?)').run(pulledArtifactLock(hex('d')), holder.pid, 'pull', Date.now());
+    svc.store.db.prepare('INSERT INTO locks (machine, pid, op, acquired_at) VALUES (?, ?, ?, ?)').run(pulledArtifactLock(`sha256:${hex('d')}`), holder.pid, 'pull', Date.now());
     write(blob('e'));
     write(blob('f'));
     // a stage looked f up just now: the hit refreshes it
@@ -61,7 +61,7 @@ describe('worker caches', () => {
     write(pulled('a'));
     const dead = spawn('true');
     await new Promise((r) => dead.on('exit', r));
-    svc.store.db.prepare('INSERT INTO locks (machine, pid, op, acquired_at) VALUES (?, ?, ?, ?)').run(pulledArtifactLock(hex('a')), dead.pid, 'pull', Date.now());
+    svc.store.db.prepare('INSERT INTO locks (machine, pid, op, acquired_at) VALUES (?, ?, ?, ?)').run(pulledArtifactLock(`sha256:${hex('a')}`), dead.pid, 'pull', Date.now());
     expect((await pruneWorkerCaches(svc)).removed.map((x) => x.name)).toEqual([`pulled/${hex('a')}.smolmachine`]);
   });
 
