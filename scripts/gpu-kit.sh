@@ -13,8 +13,7 @@ rm -rf "$K"; mkdir -p "$K/node_modules/koffi/build/koffi"
 node_bin="$(readlink -f "$(command -v node)")"
 tar -C "$(dirname "$node_bin")" -cf - "$(basename "$node_bin")" | xz -T0 -6 >"$K/node.tar.xz"
 # koffi is loaded with createRequire from the bundle's own folder: keep it as a real package beside it
-cp node_modules/koffi/package.json node_modules/koffi/index.js node_modules/koffi/indirect.js "$K/node_modules/koffi/" 2>/dev/null || true
-cp node_modules/koffi/*.js "$K/node_modules/koffi/" 2>/dev/null || true
+cp node_modules/koffi/package.json node_modules/koffi/*.js "$K/node_modules/koffi/"
 cp -r node_modules/koffi/build/koffi/linux_x64 "$K/node_modules/koffi/build/koffi/"
 bundle() { # entry, out
   npx esbuild "$1" --bundle --platform=node --format=esm --target=node20 --outfile="$2" --log-level=warning \
